@@ -1,0 +1,30 @@
+"""The README and the docs home (nbs/index.ipynb) show the same two commands, and CI runs the README's test command."""
+import json, re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+def _sh_blocks(text: str) -> list[str]:
+    return [b.strip() for b in re.findall(r"```sh\n(.*?)```", text, re.S)]
+
+def _index_markdown() -> str:
+    nb = json.loads((ROOT / "nbs" / "index.ipynb").read_text())
+    return "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+
+def test_readme_has_exactly_two_commands():
+    blocks = _sh_blocks((ROOT / "README.md").read_text())
+    assert len(blocks) == 2, blocks
+    install_run, tests = blocks
+    assert install_run.startswith("pip install") and "&&" in install_run
+    assert "nbdev_test" in tests and "pytest" in tests and "[dev" in tests
+
+def test_index_shows_the_same_commands():
+    assert _sh_blocks(_index_markdown()) == _sh_blocks((ROOT / "README.md").read_text())
+
+def test_readme_never_pins_torch():
+    text = (ROOT / "README.md").read_text()
+    assert not re.search(r"torch\s*==", text), "the README must keep an installed torch (GPU boxes keep their CUDA build)"
+
+def test_ci_runs_the_readme_test_command():
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "README.md" in ci and "torch==2.13.0" in ci
