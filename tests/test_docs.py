@@ -25,6 +25,22 @@ def test_exported_defs_have_docstrings(nb_path):
                 if ast.get_docstring(node) is None: missing.append(f"cell {i}: {node.name}")
     assert not missing, f"{nb_path.name}: exported defs without a docstring: {missing}"
 
+@pytest.mark.parametrize("nb_path", NBS, ids=lambda p: p.name)
+def test_imports_live_in_import_cells(nb_path):
+    "nbdev's docs processor executes every cell holding an import: such cells may hold imports only (else a test or GPU cell runs at docs time)."
+    bad = []
+    for i, c in enumerate(json.loads(nb_path.read_text())["cells"]):
+        src = "".join(c["source"])
+        if c["cell_type"] != "code" or "nbdev_export()" in src: continue
+        if any(l.strip().replace(" ", "") in ("#|export", "#|exports", "#|exporti") for l in src.splitlines()): continue
+        body = "\n".join(l for l in src.splitlines() if not l.lstrip().startswith(("%", "!")))
+        try: tree = ast.parse(body)
+        except SyntaxError: continue
+        nodes = tree.body
+        if any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in nodes) and not all(isinstance(n, (ast.Import, ast.ImportFrom)) for n in nodes):
+            bad.append(f"cell {i}: {src.splitlines()[0][:60]}")
+    assert not bad, f"{nb_path.name}: cells mixing imports with other code (move the imports to an import cell): {bad}"
+
 def test_docs_process_and_render(tmp_path):
     proj = tmp_path / "proj"
     proj.mkdir()
