@@ -60,15 +60,18 @@ def test_consumer_raises(sources):
 
 
 def test_close_without_get(sources):
-    pf = EpochPrefetcher.spawn(sources, "cpu")
+    pool = GpuBufferPool()
+    pf = EpochPrefetcher.spawn(sources, "cpu", pool=pool)
     time.sleep(0.05)                       # the thread fills its slots and blocks waiting for the consumer
     pf.close(); pf.close()                 # idempotent
-    assert not pf.alive
+    assert not pf.alive and pool.n_leased == 0, "the staged, never fetched items go back to the pool"
 
 
 def test_dropped_without_close(sources):
-    pf = EpochPrefetcher.spawn(sources, "cpu"); pf.get()
+    pool = GpuBufferPool()
+    pf = EpochPrefetcher.spawn(sources, "cpu", pool=pool); pf.get()
     del pf; gc.collect()
+    assert not _wait_no_threads() and pool.n_leased == 0, "garbage collection stops the thread and returns the buffers"
 
 
 def test_corrupt_source_stops_thread(sources, tmp_path):

@@ -130,4 +130,4 @@ def test_sigint_mid_fold_keeps_files_and_resume_completes(tmp_path):
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), kind
     for kind in ("best", "last_state"):
         a, b = load_file(run / f"fold2_{kind}.safetensors"), load_file(full_dir / f"fold2_{kind}.safetensors")
-        assert all(torch.equal(a[k], b[k]) for k in a), kind
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), kind
