@@ -1,0 +1,46 @@
+"""The CUDA step kernel of gpurl.env (`_step_kernel`, Triton) run on the CPU through Triton's interpreter
+(TRITON_INTERPRET=1, in a subprocess: the switch must be set before Triton is imported), against the eager kernels of
+an identical env: states, episode ends, rewards, done flags and observations equal bit for bit, over restarts and
+episode ends, for fp32 and bf16 observations, `observe=False`, a window that is not a power of two (masked columns), one
+longer than a program's block (several column chunks) and an env count that leaves the last program part empty."""
+import os, subprocess, sys, textwrap
+import pytest
+
+pytest.importorskip("triton")
+
+CHECK = textwrap.dedent("""
+    import torch
+    from gpurl.data import FoldData
+    from gpurl.env import TradingEnv, _step_kernel
+    g = torch.Generator().manual_seed(0)
+    def fold(T, F):
+        return FoldData(torch.randn(T, F, generator=g), torch.randn(T, generator=g) * 0.01, torch.arange(T))
+    cases = [dict(T=120, F=4, window=8), dict(T=120, F=4, window=6), dict(T=400, F=4, window=150, steps=6)]
+    n_done = 0
+    for case in cases:
+        steps = case.pop("steps", 30)
+        fd = fold(case.pop("T"), case.pop("F"))
+        for L in (None, 12):
+            for dtype in (torch.float32, torch.bfloat16):
+                for observe in (True, False):
+                    kw = dict(case, seed=5, episode_len=L, obs_dtype=dtype, observe=observe)
+                    eager, kern = TradingEnv(fd, 13, **kw), TradingEnv(fd, 13, **kw)
+                    grid, args, consts = kern._step_launch()
+                    for i in range(steps):
+                        a = torch.randint(0, 3, (13,), generator=g)
+                        eager.step(a)
+                        kern._draw_restarts()
+                        _step_kernel[grid](*args[:3], a, *args[4:], **consts)
+                        for k in ("_state", "_end", "reward", "done") + (("obs",) if observe else ()):
+                            assert torch.equal(getattr(eager, k), getattr(kern, k)), (case, L, dtype, observe, i, k)
+                        n_done += int(eager.done.sum())
+    assert n_done > 50, n_done
+    print("kernel == eager", n_done)
+""")
+
+
+def test_step_kernel_equals_eager_in_the_triton_interpreter():
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    r = subprocess.run([sys.executable, "-c", CHECK], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
+    assert "kernel == eager" in r.stdout
