@@ -11,7 +11,7 @@ pytest.importorskip("triton")
 CHECK = textwrap.dedent("""
     import torch
     from gpurl.data import FoldData
-    from gpurl.env import TradingEnv, _step_kernel
+    from gpurl.env import TradingEnv
     g = torch.Generator().manual_seed(0)
     def fold(T, F):
         return FoldData(torch.randn(T, F, generator=g), torch.randn(T, generator=g) * 0.01, torch.arange(T))
@@ -25,12 +25,12 @@ CHECK = textwrap.dedent("""
                 for observe in (True, False):
                     kw = dict(case, seed=5, episode_len=L, obs_dtype=dtype, observe=observe)
                     eager, kern = TradingEnv(fd, 13, **kw), TradingEnv(fd, 13, **kw)
-                    grid, args, consts = kern._step_launch()
+                    launch = kern._step_launch()             # the CUDA step's launch, here interpreted
                     for i in range(steps):
                         a = torch.randint(0, 3, (13,), generator=g)
                         eager.step(a)
                         kern._draw_restarts()
-                        _step_kernel[grid](*args[:3], a, *args[4:], **consts)
+                        launch(a)
                         for k in ("_state", "_end", "reward", "done") + (("obs",) if observe else ()):
                             assert torch.equal(getattr(eager, k), getattr(kern, k)), (case, L, dtype, observe, i, k)
                         n_done += int(eager.done.sum())
