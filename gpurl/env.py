@@ -152,26 +152,32 @@ def _gather_rows(src: Tensor, state: Tensor, row_len: int, pos_table: Tensor, ou
     out_pos.copy_(pos_table[state])
 
 # %% ../nbs/04_env.ipynb #252140ec
-_STEP_ROWS, _STEP_WARPS = 4, 4     # envs and warps per program: best or within 5% of best at 4k-256k envs (H200)
+_STEP_ROWS, _STEP_WARPS = 2, 2     # envs and warps per program: best or within 5% of best at 4k-256k envs (H200)
+_SECTOR = 32                        # bytes: the unit in which L2 writes to HBM (a partly written one is read first)
+_I32_STATES = 2**31                 # n_actions * n_bars below this: the kernel's state arithmetic runs in 32 bits
 
 if triton is not None:
     @triton.jit
-    def _step_kernel(state, end, restart, actions, reward_table, next_table, end_table, reward, done,
-                     src, pos_table, obs, obs_stride_q, n_envs, end_shift,
+    def _step_kernel(state, end, restart, actions, reward_table, reward, done, src, pos_table, obs, obs_stride_q,
+                     n_envs, end_shift, n_bars, n_act, flat_lo,
                      OBSERVE: tl.constexpr, N_ACTIONS: tl.constexpr, EPISODE: tl.constexpr, ROW_LEN: tl.constexpr,
-                     WINDOW_LEN: tl.constexpr, STRIDE_MULT: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr):
+                     WINDOW_LEN: tl.constexpr, STRIDE_MULT: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr,
+                     PAD: tl.constexpr, PAD_BLOCK: tl.constexpr, I32: tl.constexpr):
         "`_transition` for ROWS envs, then (OBSERVE) `_gather_rows` of their new states; the env's buffers written last."
         env = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
         live = env < n_envs
         s = tl.load(state + env, mask=live, other=0)
-        flat = s * N_ACTIONS + tl.load(actions + env, mask=live, other=0)
+        a = tl.load(actions + env, mask=live, other=0)
         r = tl.load(restart + env, mask=live, other=0)
+        if I32: bar = (s.to(tl.int32) % n_bars).to(tl.int64)   # next state and done in integers (the tables, inlined),
+        else: bar = s % n_bars                                  # dividing in 32 bits where every state fits (see below)
+        nxt = tl.minimum(bar + 1, n_bars - 1)
         if EPISODE:                                    # the next bar's row against the episode's end
             e = tl.load(end + env, mask=live, other=0)
-            d = tl.load(end_table + flat, mask=live, other=0) >= e
-        else:                                          # the done table (bytes)
-            d = tl.load(end_table + flat, mask=live, other=0) != 0
-        s_new = tl.where(d, r, tl.load(next_table + flat, mask=live, other=0))
+            d = nxt >= e
+        else:
+            d = bar + 1 >= n_act
+        s_new = tl.where(d, r, a * n_bars + nxt)
         if OBSERVE:
             row = obs + env.to(tl.int64)[:, None] * (obs_stride_q * STRIDE_MULT)   # STRIDE_MULT: rows stay vector-aligned
             first = s_new[:, None] * ROW_LEN
@@ -181,12 +187,18 @@ if triton is not None:
                 else: m = live[:, None] & (col < WINDOW_LEN)
                 v = tl.load(src + first + col, mask=m, eviction_policy="evict_last")
                 tl.store(row + col, v, mask=m, cache_modifier=".cs")
-            tl.store(obs + env.to(tl.int64) * (obs_stride_q * STRIDE_MULT) + WINDOW_LEN,
-                     tl.load(pos_table + s_new, mask=live, other=0), mask=live)
-        tl.store(reward + env, tl.load(reward_table + flat, mask=live, other=0), mask=live)
+            tail = tl.arange(0, PAD_BLOCK)[None, :]    # the position, then the row's zero padding: whole sectors
+            p = tl.load(pos_table + tl.where(d, flat_lo, a * n_bars), mask=live, other=0)[:, None]   # K cached values
+            tl.store(row + WINDOW_LEN + tail, tl.where(tail == 0, p, tl.zeros_like(p)), mask=live[:, None] & (tail < PAD))
+        tl.store(reward + env, tl.load(reward_table + s * N_ACTIONS + a, mask=live, other=0), mask=live)
         if EPISODE: tl.store(end + env, tl.where(d, r + end_shift, e), mask=live)
         tl.store(done + env, d.to(tl.uint8), mask=live)
         tl.store(state + env, s_new, mask=live)
+
+def _sector_width(n: int, dtype: torch.dtype) -> int:
+    "Row width of the env's observation buffer: `n` rounded up to whole 32-byte memory sectors of `dtype`."
+    per = max(1, _SECTOR // torch.empty(0, dtype=dtype).element_size())
+    return -(-n // per) * per
 
 def _stride_mult(t: Tensor) -> int:
     "Largest power of two <= a 16-byte vector's elements that divides the row stride of `t` (the kernel's alignment hint)."
@@ -232,8 +244,7 @@ class TradingEnv:
         self._build_tables(lr[W - 1 : T - 1])
         self.obs = None
         if observe:   # observation source: K stacked copies of the features, so that the state s is the window row itself
-            buf = self._obs_buf = torch.zeros(n_envs, align_to_tensor_cores(self.obs_dim, obs_dtype), dtype=obs_dtype,
-                                              device=dev)
+            buf = self._obs_buf = torch.zeros(n_envs, _sector_width(self.obs_dim, obs_dtype), dtype=obs_dtype, device=dev)
             self._features = x.to(obs_dtype)
             tiled = self._features.repeat(K, 1)
             u = _copy_unit(tiled, buf)
@@ -255,18 +266,20 @@ class TradingEnv:
     def _step_launch(self) -> Callable[[Tensor], None]:
         "This env's `_step_kernel` launch as a function of the actions (grid, buffers and constants fixed once)."
         n, W, F = self.n_envs, self.window, self._row_len if self.observe else 0
-        end_table = self._end_table.view(torch.uint8) if self.episode_len is None else self._end_table
         obs, src, pos = (self._obs_buf, self._src, self._pos_table) if self.observe else (self.reward,) * 3
-        mult = _stride_mult(obs) if self.observe else 1
+        mult, pad = (_stride_mult(obs), obs.shape[1] - W * F) if self.observe else (1, 1)   # pad: position + zeros
         stride_q = obs.stride(0) // mult
         state, end, restart, reward, done = self._state, self._end, self._restart, self.reward, self.done.view(torch.uint8)
-        tables, end_shift = (self._reward_table, self._next_table, end_table), self._end_shift
+        table, end_shift, T, n_act = self._reward_table, self._end_shift, self.n_bars, self.n_bars - W
+        i32 = self.n_actions * T < _I32_STATES
         kernel = _step_kernel[(triton.cdiv(n, _STEP_ROWS),)]
         consts = dict(OBSERVE=self.observe, N_ACTIONS=self.n_actions, EPISODE=self.episode_len is not None, ROW_LEN=F,
                       WINDOW_LEN=W * F, STRIDE_MULT=mult, ROWS=_STEP_ROWS, num_warps=_STEP_WARPS,
-                      BLOCK=min(triton.next_power_of_2(max(W * F, 1)), max(16, 2048 // _STEP_ROWS)))
+                      BLOCK=min(triton.next_power_of_2(max(W * F, 1)), max(16, 2048 // _STEP_ROWS)),
+                      PAD=pad, PAD_BLOCK=triton.next_power_of_2(pad), I32=i32)
         def launch(actions: Tensor) -> None:
-            kernel(state, end, restart, actions, *tables, reward, done, src, pos, obs, stride_q, n, end_shift, **consts)
+            kernel(state, end, restart, actions, table, reward, done, src, pos, obs, stride_q, n, end_shift, T, n_act,
+                   self._lo, **consts)
         return launch
 
     def _build_tables(self, lr_act: Tensor):

@@ -2,7 +2,9 @@
 (TRITON_INTERPRET=1, in a subprocess: the switch must be set before Triton is imported), against the eager kernels of
 an identical env: states, episode ends, rewards, done flags and observations equal bit for bit, over restarts and
 episode ends, for fp32 and bf16 observations, `observe=False`, a window that is not a power of two (masked columns), one
-longer than a program's block (several column chunks) and an env count that leaves the last program part empty."""
+longer than a program's block (several column chunks), an env count that leaves the last program part empty, and the
+64-bit state arithmetic that folds too long for 32-bit states take. Observations are compared with their row padding
+(the kernel writes the position and the zero padding as whole 32-byte sectors)."""
 import os, subprocess, sys, textwrap
 import pytest
 
@@ -10,15 +12,18 @@ pytest.importorskip("triton")
 
 CHECK = textwrap.dedent("""
     import torch
+    import gpurl.env as E
     from gpurl.data import FoldData
     from gpurl.env import TradingEnv
     g = torch.Generator().manual_seed(0)
     def fold(T, F):
         return FoldData(torch.randn(T, F, generator=g), torch.randn(T, generator=g) * 0.01, torch.arange(T))
-    cases = [dict(T=120, F=4, window=8), dict(T=120, F=4, window=6), dict(T=400, F=4, window=150, steps=6)]
+    cases = [dict(T=120, F=4, window=8), dict(T=120, F=4, window=6), dict(T=400, F=4, window=150, steps=6),
+             dict(T=120, F=4, window=8, i64=True)]
     n_done = 0
     for case in cases:
         steps = case.pop("steps", 30)
+        E._I32_STATES = 0 if case.pop("i64", False) else 2**31   # the kernel's 64-bit state arithmetic (huge folds)
         fd = fold(case.pop("T"), case.pop("F"))
         for L in (None, 12):
             for dtype in (torch.float32, torch.bfloat16):
@@ -31,7 +36,7 @@ CHECK = textwrap.dedent("""
                         eager.step(a)
                         kern._draw_restarts()
                         launch(a)
-                        for k in ("_state", "_end", "reward", "done") + (("obs",) if observe else ()):
+                        for k in ("_state", "_end", "reward", "done") + (("_obs_buf",) if observe else ()):   # padding too
                             assert torch.equal(getattr(eager, k), getattr(kern, k)), (case, L, dtype, observe, i, k)
                         n_done += int(eager.done.sum())
     assert n_done > 50, n_done
