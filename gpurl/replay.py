@@ -282,15 +282,32 @@ def _on_add(self: PrioritizedReplayBuffer, row: Tensor) -> None:
     fill = torch.where(self._t >= self.n_step, self._max_p.pow(self.alpha), 0.0)
     self.priority.index_copy_(0, torch.cat([row, closed]), self._row_fill * fill)
 
+_CDF_BLOCK = 1024   # priorities per block of the two-level inverse CDF
+
+def _inverse_cdf(q: Tensor, u: Tensor) -> Tensor:
+    "Index of each draw `u` under the exact CDF of integer-valued `q`: one prefix sum, or two levels when compiled."
+    if torch.compiler.is_compiling(): return _inverse_cdf_blocked(q, u)
+    cdf = torch.cumsum(q, 0, dtype=torch.float64)                             # exact: integer sums < 2^53
+    x = torch.minimum(torch.floor(u.to(torch.float64) * cdf[-1]), cdf[-1] - 1)
+    return torch.searchsorted(cdf, x, right=True)
+
+def _inverse_cdf_blocked(q: Tensor, u: Tensor) -> Tensor:
+    "`_inverse_cdf` by block sums, a search among the blocks, then prefix sums inside the drawn blocks only."
+    blocks = torch.nn.functional.pad(q, (0, -q.shape[0] % _CDF_BLOCK)).view(-1, _CDF_BLOCK)   # zero-padded blocks
+    block_cdf = torch.cumsum(blocks.sum(1, dtype=torch.float64), 0)           # exact: integer sums < 2^53
+    total = block_cdf[-1]
+    x = torch.minimum(torch.floor(u.to(torch.float64) * total), total - 1)
+    blk = torch.searchsorted(block_cdf, x, right=True)                        # blocks wholly <= x come before
+    before = torch.where(blk > 0, block_cdf[(blk - 1).clamp(min=0)], 0.0)
+    local = torch.cumsum(blocks[blk].to(torch.float64), 1)                    # (B, _CDF_BLOCK), exact
+    return blk * _CDF_BLOCK + (local <= (x - before)[:, None]).sum(1)
+
 @patch
 def _draw(self: PrioritizedReplayBuffer, u: Tensor) -> tuple[Tensor, Tensor]:
     "Proportional draw by an exact fixed-point inverse CDF, and the normalised IS weights; advances the beta counter."
     p = self.priority.view(-1)
     q = torch.ceil(p * (self._q_scale / p.amax().clamp(min=1e-30)))          # integers <= 2^b (see above)
-    cdf = torch.cumsum(q, 0, dtype=torch.float64)                             # exact: integer sums < 2^53
-    total = cdf[-1]
-    x = torch.minimum(torch.floor(u.to(torch.float64) * total), total - 1)
-    idx = torch.searchsorted(cdf, x, right=True)
+    idx = _inverse_cdf(q, u)
     p_min = torch.where(p > 0, p, math.inf).amin()
     weights = (p[idx] / p_min).pow(-self.current_beta)                        # = (N P(i))^-beta / max_j (N P(j))^-beta
     self._samples.add_(1)
