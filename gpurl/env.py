@@ -270,7 +270,7 @@ class TradingEnv:
         mult, pad = (_stride_mult(obs), obs.shape[1] - W * F) if self.observe else (1, 1)   # pad: position + zeros
         stride_q = obs.stride(0) // mult
         state, end, restart, reward, done = self._state, self._end, self._restart, self.reward, self.done.view(torch.uint8)
-        table, end_shift, T, n_act = self._reward_table, self._end_shift, self.n_bars, self.n_bars - W
+        table, end_shift, T, n_act, flat_lo = self._reward_table, self._end_shift, self.n_bars, self.n_bars - W, self._lo
         i32 = self.n_actions * T < _I32_STATES
         kernel = _step_kernel[(triton.cdiv(n, _STEP_ROWS),)]
         consts = dict(OBSERVE=self.observe, N_ACTIONS=self.n_actions, EPISODE=self.episode_len is not None, ROW_LEN=F,
@@ -279,7 +279,7 @@ class TradingEnv:
                       PAD=pad, PAD_BLOCK=triton.next_power_of_2(pad), I32=i32)
         def launch(actions: Tensor) -> None:
             kernel(state, end, restart, actions, table, reward, done, src, pos, obs, stride_q, n, end_shift, T, n_act,
-                   self._lo, **consts)
+                   flat_lo, **consts)
         return launch
 
     def _build_tables(self, lr_act: Tensor):
