@@ -167,7 +167,7 @@ if triton is not None:
         env = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
         live = env < n_envs
         s = tl.load(state + env, mask=live, other=0)
-        a = tl.load(actions + env, mask=live, other=0)
+        a = tl.load(actions + env, mask=live, other=0).to(tl.int64)   # any integer dtype: a * n_bars may pass 2**31
         r = tl.load(restart + env, mask=live, other=0)
         if I32: bar = (s.to(tl.int32) % n_bars).to(tl.int64)   # next state and done in integers (the tables, inlined),
         else: bar = s % n_bars                                  # dividing in 32 bits where every state fits (see below)
@@ -188,7 +188,7 @@ if triton is not None:
                 v = tl.load(src + first + col, mask=m, eviction_policy="evict_last")
                 tl.store(row + col, v, mask=m, cache_modifier=".cs")
             tail = tl.arange(0, PAD_BLOCK)[None, :]    # the position, then the row's zero padding: whole sectors
-            p = tl.load(pos_table + tl.where(d, flat_lo, a * n_bars), mask=live, other=0)[:, None]   # K cached values
+            p = tl.load(pos_table + tl.where(d, flat_lo, a * n_bars), mask=live, other=0)[:, None]   # restarts are flat
             tl.store(row + WINDOW_LEN + tail, tl.where(tail == 0, p, tl.zeros_like(p)), mask=live[:, None] & (tail < PAD))
         tl.store(reward + env, tl.load(reward_table + s * N_ACTIONS + a, mask=live, other=0), mask=live)
         if EPISODE: tl.store(end + env, tl.where(d, r + end_shift, e), mask=live)

@@ -49,3 +49,28 @@ def test_step_kernel_equals_eager_in_the_triton_interpreter():
     r = subprocess.run([sys.executable, "-c", CHECK], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
     assert "kernel == eager" in r.stdout
+
+
+WIDE = textwrap.dedent("""
+    import torch
+    from gpurl.env import _step_kernel
+    T, W, K = 2**30 + 5, 32, 3              # K * T >= 2**31: the 64-bit state path, with T itself a 32-bit argument
+    for adt in (torch.int64, torch.int32, torch.uint8):
+        state, actions = torch.tensor([7, 7]), torch.tensor([2, 1], dtype=adt)   # position 0, bar 7
+        end, restart = torch.zeros(2, dtype=torch.int64), torch.zeros(2, dtype=torch.int64)
+        reward_table, reward, done = torch.zeros(64), torch.zeros(2), torch.zeros(2, dtype=torch.uint8)
+        _step_kernel[(1,)](state, end, restart, actions, reward_table, reward, done, reward, reward, reward, 1, 2, 0, T,
+                           T - W, T, OBSERVE=False, N_ACTIONS=K, EPISODE=False, ROW_LEN=0, WINDOW_LEN=0, STRIDE_MULT=1,
+                           BLOCK=1, ROWS=2, PAD=1, PAD_BLOCK=1, I32=False)
+        assert state.tolist() == [2 * T + 8, T + 8], (adt, state.tolist())
+        assert done.tolist() == [0, 0], (adt, done.tolist())
+    print("wide states ok")
+""")
+
+
+def test_step_kernel_64bit_states_with_narrow_action_dtypes():
+    "Next state a * T + bar + 1 beyond 2**31 for int64, int32 and uint8 actions (a narrow product would wrap)."
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    r = subprocess.run([sys.executable, "-c", WIDE], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
+    assert "wide states ok" in r.stdout
