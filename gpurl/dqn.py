@@ -11,14 +11,13 @@ from typing import Any, Iterable, Mapping
 import torch
 from torch import Tensor
 from .config import Config, config_error
-from .hardware import align_to_tensor_cores, cuda_graphs_available, capture_compile
+from .hardware import align_to_tensor_cores, cuda_graphs_available, capture_compile, TrainerGlobals
 from .data import FoldData, FoldSplits
 from .metrics import sharpe_ratio, sortino_ratio, max_drawdown, turnover
 from .env import TradingEnv, make_observation
 from .checkpoint import rng_state, set_rng_state
 from .replay import ReplayBuffer, PrioritizedReplayBuffer
 from .rainbow import RainbowConfig, RainbowLearner, RainbowBatch
-from .hardware import TrainerGlobals
 from . import walkforward
 
 # %% auto #0

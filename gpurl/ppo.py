@@ -17,12 +17,11 @@ from torch import Tensor
 from fastcore.basics import patch
 
 from .config import Config, config_error
-from .hardware import MixedPrecisionConfig, align_to_tensor_cores, cuda_graphs_available
+from .hardware import MixedPrecisionConfig, align_to_tensor_cores, cuda_graphs_available, TrainerGlobals
 from .data import FoldData, FoldSplits
 from .metrics import sharpe_ratio
 from .env import TradingEnv, backtest, make_observation
 from .checkpoint import rng_state, set_rng_state
-from .hardware import TrainerGlobals
 from . import walkforward
 from .walkforward import DriverConfig
 
