@@ -200,12 +200,6 @@ def _sector_width(n: int, dtype: torch.dtype) -> int:
     per = max(1, _SECTOR // torch.empty(0, dtype=dtype).element_size())
     return -(-n // per) * per
 
-def _stride_mult(t: Tensor) -> int:
-    "Largest power of two <= a 16-byte vector's elements that divides the row stride of `t` (the kernel's alignment hint)."
-    m = max(1, 16 // t.element_size())
-    while t.stride(0) % m: m //= 2
-    return m
-
 # %% ../nbs/04_env.ipynb #0748f201
 class TradingEnv:
     "`n_envs` agents trading one fold together on its device: window observations, log-return rewards net of costs."
@@ -267,7 +261,8 @@ class TradingEnv:
         "This env's `_step_kernel` launch as a function of the actions (grid, buffers and constants fixed once)."
         n, W, F = self.n_envs, self.window, self._row_len if self.observe else 0
         obs, src, pos = (self._obs_buf, self._src, self._pos_table) if self.observe else (self.reward,) * 3
-        mult, pad = (_stride_mult(obs), obs.shape[1] - W * F) if self.observe else (1, 1)   # pad: position + zeros
+        # rows are whole 32-byte sectors: the row stride is a multiple of a 16-byte vector (the kernel's alignment hint)
+        mult, pad = (max(1, 16 // obs.element_size()), obs.shape[1] - W * F) if self.observe else (1, 1)   # pad: pos + 0s
         stride_q = obs.stride(0) // mult
         state, end, restart, reward, done = self._state, self._end, self._restart, self.reward, self.done.view(torch.uint8)
         table, end_shift, T, n_act, flat_lo = self._reward_table, self._end_shift, self.n_bars, self.n_bars - W, self._lo
