@@ -7,17 +7,17 @@ from __future__ import annotations
 import dataclasses, functools, json, math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 import torch
 from torch import Tensor
 from .config import Config, config_error
-from .hardware import align_to_tensor_cores, cuda_graphs_available, capture_compile, TrainerGlobals
+from .hardware import align_to_tensor_cores, cuda_graphs_available, capture_compile, capture_graph, TrainerGlobals
 from .data import FoldData, FoldSplits
 from .metrics import sharpe_ratio, sortino_ratio, max_drawdown, turnover
 from .env import TradingEnv, make_observation
 from .checkpoint import rng_state, set_rng_state
 from .replay import ReplayBuffer, PrioritizedReplayBuffer
-from .rainbow import RainbowConfig, RainbowLearner, RainbowBatch
+from .rainbow import RainbowConfig, RainbowLearner
 from . import walkforward
 
 # %% auto #0
@@ -120,7 +120,7 @@ class DQNTrainer:
             self._steps = torch.zeros((), dtype=torch.int64, device=dev)          # vector env steps taken (epsilon schedule)
             self._acc = torch.zeros(6, dtype=torch.float32, device=dev)           # loss, td, cql, q, grad norm, updates
             self._reward_acc = torch.zeros(cfg.n_envs, dtype=torch.float32, device=dev)
-            self._data, self._graphs = None, {}
+            self._data, self._graphs, self._learn_step = None, {}, None
             self.set_train_data(train)
 
     # ---- data, env, replay
@@ -146,15 +146,15 @@ class DQNTrainer:
         self.env = TradingEnv(x, cfg.n_envs, window=cfg.window, positions=cfg.positions, cost_bps=cfg.cost_bps,
                               slippage_bps=cfg.slippage_bps, episode_len=cfg.episode_len or None, seed=cfg.seed,
                               observe=not self.table, compile=self.captured)   # a table policy acts from (bar, position)
-        self._data, self._features, self.replay, self.host_steps, self.warm = data, x.features, self._new_replay(), 0, False
-        self._graphs.clear()
+        self._data, self.features, self.replay, self.host_steps, self.warm = data, x.features, self._new_replay(), 0, False
+        self._graphs.clear(); self._learn_step = None
         fuse = self.table and self.captured and cfg.rainbow.compile   # table mode: the whole collect step is element-wise
         self._fused_collect = capture_compile(self._act_and_store) if fuse else None
         self._pair_obs = None
         if self.table:                                   # every (position, bar): row position * T + bar
             bars = torch.arange(T, device=self.device).clamp(min=W - 1).repeat(K)   # bars < W-1: never visited
             levels = self.env.position_values.repeat_interleave(T)
-            self._pair_obs = make_observation(self._features, bars, levels, W)
+            self._pair_obs = make_observation(self.features, bars, levels, W)
 
     # ---- one learn cycle
     def _autocast(self):
@@ -181,7 +181,7 @@ class DQNTrainer:
     def _collect_step(self, greedy: Tensor | None, eps: Tensor | None) -> None:
         "Step every env once and append to the replay (device only, capturable); one compiled step where fused."
         n, dev = self.config.n_envs, self.device
-        self.env._draw_restarts()                         # random draws outside the compiled step: the eager order
+        self.env.draw_restarts()                          # random draws outside the compiled step: the eager order
         explore = None if eps is None else (torch.rand(n, device=dev), torch.randint(0, self.n_actions, (n,), device=dev))
         (self._fused_collect or self._act_and_store)(greedy, eps, explore)
 
@@ -193,17 +193,13 @@ class DQNTrainer:
         else:
             with self._autocast(): a = self.learner.online.q_values(env.obs).argmax(-1)
         if eps is not None: a = torch.where(explore[0] < eps, explore[1], a)
-        env._advance(a)
-        self.replay._add_unchecked(bar, pos, a, env.reward, env.done)     # raw log returns; scaled when sampled
+        env.advance(a)
+        self.replay.add(bar, pos, a, env.reward, env.done, check=False)   # raw log returns; scaled when sampled
         self._reward_acc.add_(env.reward)
 
     def _learn(self) -> None:
-        "One update from a replay sample; priorities written back; metrics accumulated (device only, capturable)."
-        cfg, rb = self.config, self.config.rainbow
-        b = self.replay._sample_unchecked(cfg.batch_size, self._features)
-        out = self.learner.update_eager(RainbowBatch(b.obs, b.action, b.returns * cfg.reward_scale, b.next_obs,
-                                                     b.discount, b.weights if rb.use_per else None))
-        self.replay._update_priorities_unchecked(b.indices, out["priorities"])
+        "The learner's learn step (sample, update, priority write-back) and the metrics accumulated (device only, capturable)."
+        out = self._learn_step()
         self._acc.add_(torch.stack([out["loss"], out["td_loss"], out["cql_loss"], out["q_mean"], out["grad_norm"],
                                     torch.ones_like(out["loss"])]).float())
 
@@ -215,23 +211,15 @@ class DQNTrainer:
         if learn: self._learn()
 
     # ---- running cycles: eagerly, or replaying a captured graph
-    def _capture(self, learn: bool):
-        "CUDA graph of one cycle; three warm-up runs on a side stream first, then the full state (RNGs too) restored."
-        saved = _clone_tree(self.state_dict())
-        acc = (self._acc.clone(), self._reward_acc.clone())     # the epoch's metric sums: warm-up cycles must not count
-        cur = torch.cuda.current_stream(self.device)
-        side = torch.cuda.Stream(self.device)
-        side.wait_stream(cur)
-        with torch.cuda.stream(side):
-            for _ in range(3): self._cycle(learn)
-        cur.wait_stream(side)
-        self.load_state_dict(saved)
-        self._acc.copy_(acc[0]); self._reward_acc.copy_(acc[1])
-        self.learner.optimizer.zero_grad(set_to_none=True)
-        graph = torch.cuda.CUDAGraph()
-        graph.register_generator_state(self.env.generator)
-        with torch.cuda.graph(graph, capture_error_mode="thread_local"): self._cycle(learn)
-        return graph
+    def _state_tensors(self) -> list[Tensor]:
+        "Every tensor a cycle changes in place: learner, replay, env, counters and the epoch's metric sums."
+        return [*self.learner.state_tensors(), *self.replay.state_tensors(), *self.env.state_tensors(),
+                self._steps, self._acc, self._reward_acc]
+
+    def _capture(self, learn: bool) -> Callable[[], None]:
+        "One cycle as a CUDA graph (`gpurl.hardware.capture_graph`: the warm-up cycles leave no trace)."
+        return capture_graph(lambda: self._cycle(learn), state=self._state_tensors, generators=[self.env.generator],
+                             device=self.device)
 
     def _run(self, learn: bool, cycles: int) -> None:
         "Run `cycles` learn cycles (collect-only when `learn` is False); host bookkeeping only."
@@ -239,12 +227,10 @@ class DQNTrainer:
         if self.captured:
             if learn not in self._graphs: self._graphs[learn] = self._capture(learn)
             g = self._graphs[learn]
-            for _ in range(cycles): g.replay()
+            for _ in range(cycles): g()
         else:
             for _ in range(cycles): self._cycle(learn)
-        k = self.config.learn_every
-        self.host_steps += cycles * k
-        self.replay.steps_added += cycles * k            # host mirror of the replay's device row counter
+        self.host_steps += cycles * self.config.learn_every
 
     def warmup_steps(self) -> int:
         "Vector env steps collected before the first update: `max(warmup, batch_size)` transitions plus an n-step window."
@@ -268,8 +254,10 @@ class DQNTrainer:
         cfg = self.config
         if not self.warm:
             self.collect(max(0, self.warmup_steps() - self.host_steps))
-            self.replay.check_sample(cfg.batch_size, self._features)   # host checks, once, before any capture
             self.warm = True
+        if self._learn_step is None:                     # checks the replay and the batch once, before any capture
+            self._learn_step = self.learner.learn_step(self.replay, self.features, cfg.batch_size,
+                                                       reward_scale=cfg.reward_scale)
         self._acc.zero_(); self._reward_acc.zero_()
         self._run(True, cfg.steps_per_epoch // cfg.learn_every)
         a = self._acc.clone()
@@ -352,10 +340,3 @@ class DQNTrainer:
         c = self.config
         return (f"DQNTrainer({c.rainbow.head} head, hidden={list(c.rainbow.hidden)}, n_envs={c.n_envs}, window={c.window}, "
                 f"acting={'table' if self.table else 'obs'}, captured={self.captured}, device={self.device})")
-
-def _clone_tree(x):
-    "Deep copy of a nested state (tensors cloned, containers rebuilt, other values shared)."
-    if isinstance(x, Tensor): return x.detach().clone()
-    if isinstance(x, dict): return {k: _clone_tree(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)): return type(x)(_clone_tree(v) for v in x)
-    return x

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import Tensor
 from fastcore.basics import patch
-from .hardware import align_to_tensor_cores
+from .hardware import align_to_tensor_cores, capture_graph
 from .data import FoldData
 from .metrics import buy_and_hold_returns, performance_summary
 try:  # ships with CUDA builds of PyTorch; without it the CUDA step runs the eager kernels
@@ -228,7 +228,7 @@ class TradingEnv:
             raise ValueError(f"generator is on {generator.device} but the data on {dev}")
         self.n_envs, self.window, self.n_bars, self.n_actions = n_envs, W, T, K
         self.positions, self.position_values, self.episode_len = tuple(float(v) for v in positions), levels, episode_len
-        self.cost, self.obs_dim, self.obs_dtype, self._flat_index = _cost(cost_bps, slippage_bps), W * F + 1, obs_dtype, flat
+        self.cost, self.obs_dim, self.obs_dtype, self.flat_index = _cost(cost_bps, slippage_bps), W * F + 1, obs_dtype, flat
         fusable = dev.type == "cuda" and triton is not None
         if compile and not fusable:
             raise ValueError(f"compile=True needs a CUDA device with Triton (the env is on {dev}, Triton "
@@ -236,11 +236,11 @@ class TradingEnv:
         self.observe, self.compiled = observe, fusable if compile is None else compile
         self.generator = generator if generator is not None else torch.Generator(dev).manual_seed(seed)
         self._build_tables(lr[W - 1 : T - 1])
-        self.obs = None
+        self.obs = self.features = None
         if observe:   # observation source: K stacked copies of the features, so that the state s is the window row itself
             buf = self._obs_buf = torch.zeros(n_envs, _sector_width(self.obs_dim, obs_dtype), dtype=obs_dtype, device=dev)
-            self._features = x.to(obs_dtype)
-            tiled = self._features.repeat(K, 1)
+            self.features = x.to(obs_dtype)                                # the feature table, in obs_dtype
+            tiled = self.features.repeat(K, 1)
             u = _copy_unit(tiled, buf)
             self._windows = _window_rows(tiled, W, u)
             self._obs_windows = _as_units(buf, u)[:, : self._windows.shape[1]]
@@ -251,8 +251,9 @@ class TradingEnv:
         self.done = torch.zeros(n_envs, dtype=torch.bool, device=dev)
         self._state, self._restart, self._end, self._flat, self._next, self._next_row = (
             torch.zeros(n_envs, dtype=torch.int64, device=dev) for _ in range(6))
+        self.n_start_bars = n if episode_len is None else n - episode_len + 1   # bars an episode may start at
         self._lo = flat * T                                                # restart states: flat, bars with room
-        self._hi = self._lo + (n if episode_len is None else n - episode_len + 1)
+        self._hi = self._lo + self.n_start_bars
         self._end_shift = 0 if episode_len is None else episode_len - self._lo   # a restarted episode's end - restart
         if self.compiled: self._launch = self._step_launch()
         self.reset()
@@ -343,12 +344,12 @@ class TradingEnv:
         if actions.device.type == "cpu" and (int(actions.min()) < 0 or int(actions.max()) >= self.n_actions):
             raise ValueError(f"actions must lie in [0, {self.n_actions}) (indices into positions={self.positions})")
 
-    def _draw_restarts(self) -> None:
-        "A restart state for every env (used where the step ends an episode), from the env's generator."
+    def draw_restarts(self) -> None:
+        "The step's only random draw: a restart state for every env (taken where an episode ends), from `generator`."
         torch.randint(self._lo, self._hi, (self.n_envs,), generator=self.generator, out=self._restart)
 
-    def _advance(self, actions: Tensor) -> None:
-        "The step after `_draw_restarts`: transition and observation, in place (traceable: a caller may compile it)."
+    def advance(self, actions: Tensor) -> None:
+        "The step after `draw_restarts()`, unchecked: transition and observation in place, no random draw (traceable)."
         if self._fused(): return self._launch(actions)          # transition + observation: one Triton kernel
         if torch.compiler.is_compiling():
             _transition(self._state, self._end, self._restart, actions, self._reward_table, self._next_table,
@@ -370,11 +371,16 @@ class TradingEnv:
         torch.where(self.done, self._restart, self._next, out=self._state)
 
     def step(self, actions: Tensor) -> tuple[Tensor | None, Tensor, Tensor]:
-        "Every env takes its action at its bar: (obs, reward, done) buffers; finished envs restart (auto-reset)."
+        "Every env acts at its bar (check, `draw_restarts()`, `advance()`): (obs, reward, done) buffers; auto-reset."
         self._check_actions(actions)
-        self._draw_restarts()
-        self._advance(actions)
+        self.draw_restarts()
+        self.advance(actions)
         return self.obs, self.reward, self.done
+
+    def state_tensors(self) -> list[Tensor]:
+        "Every tensor `step` updates in place (state, restarts, episode ends, scratch, reward, done, observation buffer)."
+        ts = [self._state, self._restart, self._end, self._flat, self._next, self._next_row, self.reward, self.done]
+        return ts + [self._obs_buf] if self.observe else ts
 
     def __repr__(self):
         return (f"TradingEnv(n_envs={self.n_envs}, bars={self.n_bars}, window={self.window}, positions={self.positions}, "
@@ -422,18 +428,9 @@ def capture_steps(self: TradingEnv, actions: Tensor) -> torch.cuda.CUDAGraph:
         raise ValueError(f"capture_steps needs the env on a CUDA device (it is on {self.device}): call step() instead")
     if not isinstance(actions, Tensor) or actions.ndim != 2 or actions.shape[1] != self.n_envs:
         raise ValueError(f"actions must be a tensor (n_steps, {self.n_envs}), got {tuple(getattr(actions, 'shape', ()))}")
-    saved = self.state_dict()
-    side = torch.cuda.Stream(device=self.device)
-    side.wait_stream(torch.cuda.current_stream(self.device))
-    with torch.cuda.stream(side):
-        self.step(actions[0])                                          # warm-up outside the graph
-    torch.cuda.current_stream(self.device).wait_stream(side)
-    self.load_state_dict(saved)                                        # ... that leaves no trace
-    graph = torch.cuda.CUDAGraph()
-    graph.register_generator_state(self.generator)
-    with torch.cuda.graph(graph):
+    def steps():
         for a in actions: self.step(a)
-    return graph
+    return capture_graph(steps, state=self.state_tensors, generators=[self.generator], warmup=1, device=self.device).graph
 
 # %% ../nbs/04_env.ipynb #cc9b9faf
 def _greedy_table(policy: Callable[[Tensor], Tensor], features: Tensor, levels: Tensor, window: int,
@@ -544,9 +541,9 @@ class GymTradingEnv(_gym.Env if _gym is not None else object):
         "Start flat at a bar drawn from `np_random` (seeded by `seed`): (obs, info)."
         super().reset(seed=seed)
         e = self.env
-        bar = int(self.np_random.integers(e.window - 1, e.window - 1 + (e._hi - e._lo)))
+        bar = int(self.np_random.integers(e.window - 1, e.window - 1 + e.n_start_bars))
         obs = e.reset(bar)
-        return self._host(obs[0]), self._info(bar, e._flat_index)
+        return self._host(obs[0]), self._info(bar, e.flat_index)
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
         "One bar: (obs, reward, terminated at the fold's end, truncated after episode_len, info)."
@@ -556,6 +553,6 @@ class GymTradingEnv(_gym.Env if _gym is not None else object):
         obs, reward, done = e.step(torch.tensor([a], device=e.device))
         r, d = float(reward[0]), bool(done[0])
         if not d: return self._host(obs[0]), r, False, False, self._info(bar + 1, a)
-        final = make_observation(e._features, torch.tensor([bar + 1], device=e.device), e.position_values[a], e.window)
+        final = make_observation(e.features, torch.tensor([bar + 1], device=e.device), e.position_values[a], e.window)
         terminated = bar + 1 >= e.n_bars - 1
         return self._host(final[0]), r, terminated, not terminated, self._info(bar + 1, a)

@@ -5,7 +5,7 @@
 # %% ../nbs/00_hardware.ipynb #bf756c4b
 from __future__ import annotations
 import os, random, warnings, re, functools
-from typing import Callable
+from typing import Callable, Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass
 import numpy as np
@@ -14,7 +14,7 @@ import torch
 # %% auto #0
 __all__ = ['GiB', 'KNOWN_BUDGETS', 'BF16_MIN_WIDTH', 'default_device', 'is_cuda', 'cuda_graphs_available', 'seed_everything',
            'align_to_tensor_cores', 'HardwareBudget', 'MixedPrecisionConfig', 'TrainerGlobals', 'capture_compile',
-           'gpurl_info']
+           'capture_graph', 'gpurl_info']
 
 # %% ../nbs/00_hardware.ipynb #164dcc45
 def default_device() -> torch.device:
@@ -248,6 +248,43 @@ def capture_compile(fn: Callable) -> Callable:
         with torch._dynamo.config.patch(cache_size_limit=max(64, torch._dynamo.config.cache_size_limit)):
             return compiled(*args, **kwargs)
     return run
+
+# %% ../nbs/00_hardware.ipynb #c81c0dc0
+def capture_graph(fn: Callable[[], object], *, state: Callable[[], Iterable[torch.Tensor]] | Iterable[torch.Tensor] = (),
+                  generators: Iterable[torch.Generator] = (), warmup: int = 3,
+                  device: torch.device | str | None = None) -> Callable[[], object]:
+    "Capture `fn()` in a CUDA graph after `warmup` side-stream runs that leave `state`, the CUDA RNG and `generators` as found."
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 1:
+        raise ValueError(f"warmup must be an int >= 1 (a capture needs one warm-up run first), got {warmup!r}")
+    dev = torch.device(device) if device is not None else torch.device("cuda", torch.cuda.current_device())
+    if not cuda_graphs_available(dev):
+        raise ValueError(f"capture_graph needs a CUDA device (got {dev}): run the step eagerly on the CPU")
+    tensors = state if callable(state) else (lambda ts=list(state): ts)
+    gens = list(generators)
+    before = list(tensors())
+    with torch.no_grad(): saved = [t.clone() for t in before]
+    rng, gen_states = torch.cuda.get_rng_state(dev), [g.get_state() for g in gens]
+    cur, side = torch.cuda.current_stream(dev), torch.cuda.Stream(dev)
+    side.wait_stream(cur)
+    with torch.cuda.stream(side):
+        for _ in range(warmup): fn()
+    cur.wait_stream(side)
+    after = list(tensors())
+    if [t.data_ptr() for t in after] != [t.data_ptr() for t in before]:
+        raise RuntimeError("the step replaced a state tensor instead of updating it in place, so it cannot be replayed "
+                           "from a graph; run it eagerly (cuda_graph=False)")
+    with torch.no_grad():
+        for t, v in zip(before, saved): t.copy_(v)
+    torch.cuda.set_rng_state(rng, dev)
+    for g, s in zip(gens, gen_states): g.set_state(s)
+    graph = torch.cuda.CUDAGraph()
+    for g in gens: graph.register_generator_state(g)
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"): out = fn()
+    def replay():
+        graph.replay()
+        return out
+    replay.graph = graph
+    return replay
 
 # %% ../nbs/00_hardware.ipynb #36e72476
 def gpurl_info() -> None:

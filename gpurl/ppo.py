@@ -17,7 +17,7 @@ from torch import Tensor
 from fastcore.basics import patch
 
 from .config import Config, config_error
-from .hardware import MixedPrecisionConfig, align_to_tensor_cores, cuda_graphs_available, TrainerGlobals
+from .hardware import MixedPrecisionConfig, align_to_tensor_cores, capture_graph, cuda_graphs_available, TrainerGlobals
 from .data import FoldData, FoldSplits
 from .metrics import sharpe_ratio
 from .env import TradingEnv, backtest, make_observation
@@ -357,33 +357,10 @@ def _state_tensors(self: PpoTrainer) -> list[Tensor]:
             *self._buf.values()]
 
 @patch
-def _env_ptrs(self: PpoTrainer) -> list[int]:
-    return [v.data_ptr() for v in vars(self.env).values() if isinstance(v, Tensor)]
-
-@patch
 def _capture(self: PpoTrainer) -> None:
-    "Warm up on a side stream, restore every state, capture one whole iteration in a CUDA graph."
-    dev, state = self.device, self._state_tensors()
-    saved, env_saved = [t.clone() for t in state], self.env.state_dict()
-    rng = torch.cuda.get_rng_state(dev)
-    ptrs, env_ptrs = [t.data_ptr() for t in state], self._env_ptrs()
-    side = torch.cuda.Stream(dev)
-    side.wait_stream(torch.cuda.current_stream(dev))
-    with torch.cuda.stream(side):
-        for _ in range(self.config.graph_warmup): self._iterate()
-    torch.cuda.current_stream(dev).wait_stream(side)
-    if [t.data_ptr() for t in self._state_tensors()] != ptrs or self._env_ptrs() != env_ptrs:
-        raise RuntimeError("a PPO iteration replaced a state tensor instead of updating it in place, so it cannot be "
-                           "captured; build the trainer with cuda_graphs=False")
-    with torch.no_grad():
-        for t, v in zip(state, saved): t.copy_(v)
-    self.env.load_state_dict(env_saved)
-    torch.cuda.set_rng_state(rng, dev)
-    graph = torch.cuda.CUDAGraph()
-    graph.register_generator_state(self.env.generator)   # the env's restarts draw fresh numbers at every replay
-    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-        self._iterate()
-    self._graph = graph
+    "Capture one whole iteration in a CUDA graph (`capture_graph`: the warm-up leaves trainer, env and RNGs as found)."
+    self._graph = capture_graph(self._iterate, state=lambda: [*self._state_tensors(), *self.env.state_tensors()],
+                                generators=[self.env.generator], warmup=self.config.graph_warmup, device=self.device).graph
 
 @patch
 @TrainerGlobals.method

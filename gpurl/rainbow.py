@@ -7,12 +7,12 @@ from __future__ import annotations
 import copy, math
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Callable, Mapping, NamedTuple
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
-from .hardware import align_to_tensor_cores, MixedPrecisionConfig, cuda_graphs_available, default_device, capture_compile
+from .hardware import align_to_tensor_cores, MixedPrecisionConfig, cuda_graphs_available, default_device, capture_compile, capture_graph
 from .config import Config, config_error
 
 # %% auto #0
@@ -53,8 +53,8 @@ class RainbowConfig(Config):
     max_grad_norm: float = 10.0      # clip the global gradient norm at 10 (Wang et al. 2016)
     grad_accum_steps: int = 1        # micro-batches per optimizer step (the batch is split into this many)
     precision: str = "auto"          # "auto" (MixedPrecisionConfig.detect with the width), "fp32" or "bf16"
-    cuda_graph: bool = True          # capture the whole update in a CUDA graph on CUDA devices
-    compile: bool = True             # CUDA: torch.compile (Inductor) the update before capturing it; False: capture eager
+    cuda_graph: bool = True          # CUDA: run captured steps (the update; in DQNTrainer the whole learn cycle)
+    compile: bool = True             # CUDA: what is captured is torch.compile'd (Inductor) first; False: captured uncompiled
 
     def __post_init__(self):
         super().__post_init__()                                        # types checked and normalised (gpurl.config)
@@ -419,7 +419,7 @@ def _get_field(batch, name: str):
 
 # %% ../nbs/08_rainbow.ipynb #a0d4efb0
 class RainbowLearner:
-    "Online + target RainbowNetwork, Adam and one whole update step (captured in a CUDA graph on CUDA)."
+    "Online + target RainbowNetwork, Adam and one update (`update`; compiled and captured on CUDA, eager on the CPU)."
     def __init__(self, obs_dim: int, n_actions: int, config: RainbowConfig | None = None, device=None):
         cfg = config if config is not None else RainbowConfig()
         if not isinstance(cfg, RainbowConfig): raise TypeError(f"config must be a RainbowConfig, got {type(cfg).__name__}")
@@ -442,10 +442,9 @@ class RainbowLearner:
         self._lr = self.optimizer.param_groups[0]["lr"]
         self.updates = torch.zeros((), dtype=torch.int64, device=dev)   # optimizer steps taken (device counter)
         self._params = [p for p in self.online.parameters()]
-        self._target_params = [p for p in self.target.parameters()]
         # Flat state: each network's weights, Adam's two moments and its step counters live in one buffer each, and
-        # the parameters / optimizer entries are views of them (same names, same torch.optim.Adam). The eager update
-        # works on the views; the compiled one on the flat buffers (one norm, one Adam pass, one target update).
+        # the parameters / optimizer entries are views of them (same names, same torch.optim.Adam state layout); the
+        # update works on the flat buffers (one norm, one Adam pass, one target update).
         rest, block, sigma = _flat_order(self.online)
         order = rest + block + sigma
         shapes = dict(self.online.named_parameters())
@@ -462,10 +461,10 @@ class RainbowLearner:
         self.precision = self._resolve_precision()
         self.autocast_dtype = self.precision.dtype if self.precision.autocast else None
         self.graphed = cfg.cuda_graph and cuda_graphs_available(dev)
-        self.compiled = bool(cfg.compile and self.graphed)    # update() replays the compiled step (CUDA)
+        self.compiled = bool(cfg.compile and self.graphed)    # what is captured is compiled first (CUDA)
         self._graph_step: Callable[[], dict[str, Tensor]] | None = None
         self._static: RainbowBatch | None = None
-        self._compiled_update: Callable | None = None
+        self._core = capture_compile(self._update) if self.compiled else self._update
 
     # ---- setup helpers
     def _resolve_precision(self) -> MixedPrecisionConfig:
@@ -538,33 +537,6 @@ class RainbowLearner:
             else: q_sel = self.target.expected_q(tgt)
         return self._target_from(q_sel, tgt, returns, discount)
 
-    def _losses(self, obs, action, returns, next_obs, discount, taus):
-        "Per-sample TD loss, CQL term (None when off), priority and Q(s, a_data), (B,) each, for one micro-batch."
-        c, head = self.config, self.online.head
-        t_on, t_next, t_sel = taus
-        a = action.long()
-        with self._autocast():
-            if head == "iqn":
-                out = self.online(obs, t_on)
-                with torch.no_grad():   # a separate no-grad pass: backward then covers only the B*N loss rows
-                    tgt = self.target(next_obs, t_next)
-                    q_sel = (self.online if c.double else self.target).expected_q(
-                        (self.online if c.double else self.target)(next_obs, t_sel))
-            elif c.double:   # one online pass over s_t and s_{t+n}: Q(s_t) with grad, the selection at s_{t+n}
-                B = obs.shape[0]
-                out_all = self.online._forward_cat(obs, next_obs)
-                q_all = self.online.expected_q(out_all)
-                out, q, q_sel = out_all[:B], q_all[:B], q_all[B:].detach()
-                with torch.no_grad(): tgt = self.target(next_obs)
-            else:
-                out = self.online(obs)
-                with torch.no_grad():
-                    tgt = self.target(next_obs)
-                    q_sel = self.target.expected_q(tgt)
-        with torch.no_grad(): y = self._target_from(q_sel, tgt, returns, discount)
-        if head == "iqn" or not c.double: q = self.online.expected_q(out)               # (B, A), with grad
-        return self._td_terms(out, q, y, a, t_on)
-
     def _td_terms(self, out: Tensor, q: Tensor, y: Tensor, a: Tensor, t_on: Tensor | None):
         "Per-sample TD loss, CQL term (None when off), priority and Q(s, a_data) from the online output and target y."
         c, head = self.config, self.online.head
@@ -582,49 +554,6 @@ class RainbowLearner:
             prio = (q_sa.detach() - y).abs()
         cql = cql_loss(q, a, c.cql_alpha) if c.use_cql else None
         return td, cql, prio, _pick(q.detach(), a, 1)
-
-    # ---- the update
-    def update_eager(self, batch) -> dict[str, Tensor]:
-        "One whole update, eagerly (no host sync: capturable). Returns device tensors."
-        obs, action, returns, next_obs, discount, weights = self._unpack(batch)
-        c, B = self.config, obs.shape[0]
-        n_micro = c.grad_accum_steps
-        m = B // n_micro
-        self.optimizer.zero_grad(set_to_none=True)
-        if not (self.online.training and self.target.training): self.online.train(); self.target.train()
-        if c.use_noisy_nets: self._reset_noise()
-        taus = self._draw_taus(B)
-        use_w = c.use_per and weights is not None
-        stats = loss = None
-        prios, qs = [], []
-        for i in range(n_micro):
-            s = slice(i * m, (i + 1) * m)
-            td, cql, prio, q = self._losses(obs[s], action[s], returns[s], next_obs[s], discount[s],
-                                            tuple(t[s] if t is not None else None for t in taus))
-            terms = torch.stack([td, cql]) if cql is not None else td.unsqueeze(0)
-            if use_w: terms = terms * weights[s].float()
-            part = terms.mean(1) if n_micro == 1 else terms.sum(1) / B    # micro-batch mean / grad_accum_steps
-            total = part.sum()
-            total.backward()
-            stats = part.detach() if stats is None else stats + part.detach()
-            loss = total.detach() if loss is None else loss + total.detach()
-            prios.append(prio); qs.append(q)
-        grad_norm = torch.nn.utils.clip_grad_norm_(self._params, c.max_grad_norm, foreach=self.device.type == "cuda")
-        self.optimizer.step()
-        self._update_target()
-        return {"loss": loss, "td_loss": stats[0], "cql_loss": stats[1] if c.use_cql else torch.zeros_like(loss),
-                "priorities": prios[0] if n_micro == 1 else torch.cat(prios),
-                "grad_norm": grad_norm, "q_mean": (qs[0] if n_micro == 1 else torch.cat(qs)).mean(), "lr": self._lr}
-
-    @torch.no_grad()
-    def _update_target(self) -> None:
-        "Hard copy every target_update_period updates (device-side flag) or Polyak blend; counts the update."
-        self.updates.add_(1)
-        if self.config.target_update == "polyak":
-            torch._foreach_lerp_(self._target_params, self._params, self.config.tau); return
-        flag = (self.updates % self.config.target_update_period == 0).float()
-        torch._foreach_mul_(self._target_params, 1.0 - flag)          # exact: x * 1 = x, x * 0 = 0
-        torch._foreach_add_(self._target_params, torch._foreach_mul(self._params, flag))
 
     # ---- the flat update (what torch.compile fuses)
     def _views(self, flat: Tensor) -> dict[str, Tensor]:
@@ -657,9 +586,15 @@ class RainbowLearner:
             else: rows.append(r); cols.append(torch.full((n,), -1))
         return torch.cat(rows).to(self.device), torch.cat(cols).to(self.device)
 
-    def _redraw_noise(self) -> tuple[Tensor, Tensor]:
-        "_reset_noise() as plain ops (same draw, same buffers written); returns each network's stream-block eps."
-        self._noise.normal_()
+    def draw_randoms(self, batch: int) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+        "The update's random numbers, drawn eagerly in program order: both networks' noise (in place), IQN's taus."
+        # outside any compiled region on purpose: Inductor may reorder two independent draws (00_hardware)
+        if self.config.use_noisy_nets: self._noise.normal_()
+        return self._draw_taus(batch)
+
+    def _noise_eps(self) -> tuple[Tensor | None, Tensor | None]:
+        "From the fresh draw in `_noise`: f(eps) (written back), both networks' outer products, each one's stream-block eps."
+        if not self.config.use_noisy_nets: return None, None
         f = torch.copysign(self._noise.abs().sqrt(), self._noise)
         self._noise.copy_(f)
         n, ws, i = f.numel() // 2, [], 0
@@ -702,15 +637,13 @@ class RainbowLearner:
         if net.head == "c51": return F.log_softmax(q.float(), dim=-1)
         return q.squeeze(-1)
 
-    def _update_flat(self, obs: Tensor, action: Tensor, returns: Tensor, next_obs: Tensor, discount: Tensor,
-                     weights: Tensor | None, obs_pair: Tensor | None = None) -> dict[str, Tensor]:
-        "update_eager's update on the flat state: gradients by torch.func.grad, clipping, Adam and target update flat."
+    def _update(self, obs: Tensor, action: Tensor, returns: Tensor, next_obs: Tensor, discount: Tensor,
+                weights: Tensor | None, obs_pair: Tensor | None, taus: tuple) -> dict[str, Tensor]:
+        "The update on the flat state, given its random numbers (`draw_randoms`): loss, torch.func.grad, clip, Adam, target."
         c, head, on = self.config, self.online.head, self.online
         B, n_micro = obs.shape[0], c.grad_accum_steps
         m = B // n_micro
-        eps_on = eps_tg = None
-        if c.use_noisy_nets: eps_on, eps_tg = self._redraw_noise()
-        taus = self._draw_taus(B)
+        eps_on, eps_tg = self._noise_eps()
         TP = self._tflat
         a_all = action.long()
         use_w = c.use_per and weights is not None
@@ -769,13 +702,6 @@ class RainbowLearner:
     def _train_mode(self) -> None:
         if not (self.online.training and self.target.training): self.online.train(); self.target.train()
 
-    def update_compiled(self, batch) -> dict[str, Tensor]:
-        "One update compiled by torch.compile (Inductor; compiled on the first call), on any device; eager's numbers."
-        b = self.check_batch(batch)
-        self._train_mode()
-        if self._compiled_update is None: self._compiled_update = capture_compile(self._update_flat)
-        return self._compiled_update(*b)
-
     def _unpack(self, batch) -> RainbowBatch:
         if isinstance(batch, RainbowBatch): return batch
         return RainbowBatch(*(_get_field(batch, k) for k in RainbowBatch._fields))
@@ -805,65 +731,30 @@ class RainbowLearner:
         return b
 
     def update(self, batch) -> dict[str, Tensor]:
-        "One update: validated, then replayed from a CUDA graph (CUDA) or run eagerly (CPU). Device tensors out."
+        "One update from a batch: checked on the host, then replayed from a CUDA graph (CUDA) or run eagerly (CPU)."
         b = self.check_batch(batch)
-        if not self.graphed: return self.update_eager(b)
+        self._train_mode()
+        if not self.graphed: return self._step(b)
         if self._graph_step is None:
             self._static = RainbowBatch(*(t.clone() if t is not None else None for t in b))
-            self._train_mode()
-            if self.compiled:
-                if self._compiled_update is None: self._compiled_update = capture_compile(self._update_flat)
-                self._graph_step = self.make_graphed_step(lambda: self._compiled_update(*self._static))
-            else: self._graph_step = self.make_graphed_step(lambda: self.update_eager(self._static))
+            self._graph_step = capture_graph(lambda: self._step(self._static), state=self.state_tensors,
+                                             device=self.device)
         else:
             for k, s, t in zip(RainbowBatch._fields, self._static, b):
                 if (s is None) != (t is None) or (s is not None and s.shape != t.shape):
                     raise ValueError(f"batch.{k} has shape {None if t is None else tuple(t.shape)} but the captured update "
                                      f"was built for {None if s is None else tuple(s.shape)}: keep the batch size fixed")
                 if s is not None and s.data_ptr() != t.data_ptr(): s.copy_(t)
-        self._train_mode()
         return self._graph_step()
 
-    # ---- CUDA graphs
-    def _state_tensors(self) -> list[Tensor]:
-        ts = self._params + self._target_params + [self.updates]
-        ts += [b for net in (self.online, self.target) for b in net.buffers()]
-        for p in self._params: ts += [v for v in self.optimizer.state[p].values() if isinstance(v, Tensor)]
-        return ts
+    def _step(self, b: RainbowBatch) -> dict[str, Tensor]:
+        "Draw the update's random numbers eagerly, then run the update (compiled where `compiled`)."
+        return self._core(*b, None, self.draw_randoms(b.obs.shape[0]))
 
-    def make_graphed_step(self, fn: Callable[[], Any], warmup: int = 3) -> Callable[[], Any]:
-        "Capture fn() (an update on static tensors, eager or compiled, or a whole train step) in a CUDA graph; returns a replaying callable."
-        # fn may do more than the update (a replay sample before it, the priority write-back after it): the whole step
-        # is then one graph. Warm-up runs fn `warmup` times on a side stream; the learner's state (weights, target,
-        # Adam, counter, noise) and the CUDA RNG are restored afterwards, state outside the learner is not.
-        if not cuda_graphs_available(self.device):
-            raise ValueError(f"CUDA graphs need a CUDA learner (device is {self.device}); call update_eager on CPU")
-        dev = self.device
-        with torch.no_grad(): saved = [(t, t.clone()) for t in self._state_tensors()]
-        rng = torch.cuda.get_rng_state(dev)
-        side = torch.cuda.Stream(dev)
-        side.wait_stream(torch.cuda.current_stream(dev))
-        with torch.cuda.stream(side):
-            for _ in range(warmup): fn()                     # allocator / cuBLAS / autograd warm-up
-        torch.cuda.current_stream(dev).wait_stream(side)
-        with torch.no_grad():                                # the warm-up must not count as training
-            for t, v in saved: t.copy_(v)
-        torch.cuda.set_rng_state(rng, dev)
-        graph = torch.cuda.CUDAGraph()
-        self.optimizer.zero_grad(set_to_none=True)
-        # thread_local: an async checkpoint thread may use CUDA while this thread captures
-        with torch.cuda.graph(graph, capture_error_mode="thread_local"): out = fn()
-        def replay():
-            graph.replay(); return out
-        replay.graph, replay.fn = graph, fn               # fn: the uncaptured step (to profile or run eagerly)
-        return replay
-
-    def make_train_step(self, replay, features: Tensor, batch_size: int, *, compile: bool | None = None,
-                        graph: bool | None = None) -> Callable[[], dict[str, Tensor]]:
-        "A trainer's whole step as one callable: replay sample, update, priority write-back (compiled + captured on CUDA)."
-        # replay: a gpurl.replay (Prioritized)ReplayBuffer; its unchecked, capturable twins are called. Defaults: compile
-        # when config.compile on CUDA, capture when config.cuda_graph on CUDA; eager (the CPU path) otherwise.
-        for k in ("check_sample", "_sample_unchecked", "_update_priorities_unchecked", "window", "device"):
+    def learn_step(self, replay, features: Tensor, batch_size: int, *,
+                   reward_scale: float = 1.0) -> Callable[[], dict[str, Tensor]]:
+        "Sample `replay`, run this learner's update, write the priorities back: one capturable step (compiled on CUDA)."
+        for k in ("check_sample", "sample", "sample_uniforms", "update_priorities", "window", "device"):
             if not hasattr(replay, k):
                 raise TypeError(f"replay must be a gpurl.replay ReplayBuffer / PrioritizedReplayBuffer, got {type(replay).__name__}")
         replay.check_sample(batch_size, features)
@@ -874,21 +765,24 @@ class RainbowLearner:
                              f"values but the learner's obs_dim is {self.obs_dim}")
         if batch_size % self.config.grad_accum_steps:
             raise ValueError(f"batch_size={batch_size} must be a multiple of grad_accum_steps={self.config.grad_accum_steps}")
-        cuda = self.device.type == "cuda"
-        compile = self.config.compile and cuda if compile is None else bool(compile)
-        graph = self.graphed if graph is None else bool(graph)
-        if graph and not cuda_graphs_available(self.device):
-            raise ValueError(f"graph=True needs a CUDA learner (device is {self.device})")
-        def update(b):
-            return self._update_flat(b.obs, b.action, b.returns, b.next_obs, b.discount, b.weights, getattr(b, "obs_pair", None))
-        def step():
-            b = replay._sample_unchecked(batch_size, features)
-            out = update(b) if compile else self.update_eager(b)
-            replay._update_priorities_unchecked(b.indices, out["priorities"])
+        if isinstance(reward_scale, bool) or not isinstance(reward_scale, (int, float)) or not 0 < reward_scale < math.inf:
+            raise ValueError(f"reward_scale must be a finite number > 0, got {reward_scale!r}")
+        def sample_update_write(u: Tensor, taus: tuple) -> dict[str, Tensor]:
+            b = replay.sample(batch_size, features, u=u, check=False)
+            out = self._update(b.obs, b.action, b.returns * reward_scale, b.next_obs, b.discount, b.weights,
+                               b.obs_pair, taus)
+            replay.update_priorities(b.indices, out["priorities"], check=False)
             return out
+        core = capture_compile(sample_update_write) if self.compiled else sample_update_write
         self._train_mode()
-        fn = capture_compile(step) if compile else step
-        return self.make_graphed_step(fn) if graph else fn
+        def step() -> dict[str, Tensor]:
+            u = replay.sample_uniforms(batch_size)              # every draw eagerly, in this order; then the rest
+            return core(u, self.draw_randoms(batch_size))
+        return step
+
+    def state_tensors(self) -> list[Tensor]:
+        "Every tensor an update changes in place (flat weights, target, Adam, counters, noise): what a capture restores."
+        return [self._flat, self._tflat, self._m, self._v, self._steps, self.updates, self._noise, self._noise_w]
 
     # ---- state
     def named_tensors(self) -> dict[str, Tensor]:

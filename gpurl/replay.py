@@ -59,7 +59,7 @@ class ReplayBatch:
 # %% ../nbs/07_replay.ipynb #48d67e3b
 _INT_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 _KINDS = {"int": "an integer dtype (int8/16/32/64, uint8)", "float": "a floating dtype", "bool": "torch.bool",
-          "int64": "torch.int64"}
+          "int64": "torch.int64", "float64": "torch.float64"}
 
 def _check_tensor(name: str, x, shape: tuple, device: torch.device, kind: str) -> None:
     "Validate one input tensor (type, device, shape, dtype kind) before it reaches device code."
@@ -68,7 +68,7 @@ def _check_tensor(name: str, x, shape: tuple, device: torch.device, kind: str) -
         raise ValueError(f"{name} is on {x.device} but the buffer lives on {device}: move it with .to('{device}')")
     if tuple(x.shape) != tuple(shape): raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(x.shape)}")
     ok = {"int": x.dtype in _INT_DTYPES, "float": x.is_floating_point(), "bool": x.dtype == torch.bool,
-          "int64": x.dtype == torch.int64}[kind]
+          "int64": x.dtype == torch.int64, "float64": x.dtype == torch.float64}[kind]
     if not ok: raise ValueError(f"{name} has dtype {x.dtype}; allowed: {_KINDS[kind]}")
 
 class ReplayBuffer:
@@ -96,22 +96,31 @@ class ReplayBuffer:
         for name, dtype in _RECORD.items(): setattr(self, name, torch.zeros(shape, dtype=dtype, device=dev))
         self.device = self.bar.device                       # normalised (cuda -> cuda:0), compared with inputs
         self._t = torch.zeros((), dtype=torch.int64, device=self.device)   # rows ever written (device truth)
-        self.steps_added = 0                                # host mirror, kept by add(); see the capture recipe
         self._offsets = torch.arange(self.n_step + 1, device=self.device)
         self._gamma_pow = torch.tensor([self.gamma ** k for k in range(self.n_step + 1)], dtype=torch.float32,
                                        device=self.device)
         self._pos_values = torch.tensor(self.positions, dtype=torch.float32, device=self.device)
 
+    @property
+    def steps_added(self) -> int:
+        "Rows ever written (one per `add`), read from the device counter `_t`: a host sync, not for hot loops."
+        return int(self._t)
+
     def __len__(self) -> int:
-        "Transitions stored (from the host count of adds)."
+        "Transitions stored (reads the device counter)."
         return min(self.steps_added, self.capacity_steps) * self.n_envs
 
     @property
     def num_sampleable(self) -> int:
-        "Transitions whose n-step window is complete, i.e. what `sample` may draw from now (host count)."
+        "Transitions whose n-step window is complete, i.e. what `sample` may draw from now (reads the device counter)."
         return max(0, min(self.steps_added, self.capacity_steps) - self.n_step) * self.n_envs
 
+    def state_tensors(self) -> list[Tensor]:
+        "Every tensor the buffer updates in place (records, `_t`; PER: priorities, `_max_p`, `_samples`), for `capture_graph(state=...)`."
+        return [getattr(self, name) for name in self._tensor_names]
+
     def __repr__(self) -> str:
+        "Settings and the number of stored transitions (reads the device counter)."
         return (f"{type(self).__name__}(capacity={self.capacity} = {self.capacity_steps} steps x {self.n_envs} envs, "
                 f"n_step={self.n_step}, gamma={self.gamma}, window={self.window}, stored={len(self)}, "
                 f"device={self.device})")
@@ -126,15 +135,10 @@ def check_add(self: ReplayBuffer, bar: Tensor, position: Tensor, action: Tensor,
     _check_tensor("done", done, E, d, "bool")
 
 @patch
-def add(self: ReplayBuffer, bar: Tensor, position: Tensor, action: Tensor, reward: Tensor, done: Tensor) -> None:
-    "Append one step of every env: pre-step bar and position index, action, reward, done. Checked; no host sync."
-    self.check_add(bar, position, action, reward, done)
-    self._add_unchecked(bar, position, action, reward, done)
-    self.steps_added += 1
-
-@patch
-def _add_unchecked(self: ReplayBuffer, bar, position, action, reward, done) -> None:
-    "Device-only row write (capturable): write row `_t % C`, update priorities (PER), advance `_t`."
+def add(self: ReplayBuffer, bar: Tensor, position: Tensor, action: Tensor, reward: Tensor, done: Tensor, *,
+        check: bool = True) -> None:
+    "Append one step of every env (pre-step bar and position index, action, reward, done); no host sync. `check=False`: capturable."
+    if check: self.check_add(bar, position, action, reward, done)
     row = torch.remainder(self._t, self.capacity_steps).view(1)
     for store, x in ((self.bar, bar), (self.position, position), (self.action, action), (self.reward, reward),
                      (self.done, done)):
@@ -202,16 +206,20 @@ def check_sample(self: ReplayBuffer, batch_size: int, features: Tensor) -> None:
     if not features.is_floating_point(): raise ValueError(f"features have dtype {features.dtype}; allowed: a floating dtype")
 
 @patch
-def sample(self: ReplayBuffer, batch_size: int, features: Tensor, *, generator: torch.Generator | None = None) -> ReplayBatch:
-    "Draw `batch_size` n-step transitions (with replacement) and rebuild their observations from `features`. Checked."
-    self.check_sample(batch_size, features)
-    u = torch.rand(batch_size, dtype=torch.float64, device=self.device, generator=generator)
-    return self._sample_unchecked(batch_size, features, u)
+def sample_uniforms(self: ReplayBuffer, batch_size: int, *, generator: torch.Generator | None = None) -> Tensor:
+    "The uniforms `sample` draws when `u` is not given: float64, `(batch_size,)`, on the buffer's device."
+    return torch.rand(batch_size, dtype=torch.float64, device=self.device, generator=generator)
 
 @patch
-def _sample_unchecked(self: ReplayBuffer, batch_size: int, features: Tensor, u: Tensor | None = None) -> ReplayBatch:
-    "Device-only sample (capturable): uniforms `u` (float64, (B,)) drawn here when not given."
-    if u is None: u = torch.rand(batch_size, dtype=torch.float64, device=self.device)
+def sample(self: ReplayBuffer, batch_size: int, features: Tensor, *, u: Tensor | None = None,
+           generator: torch.Generator | None = None, check: bool = True) -> ReplayBatch:
+    "Draw `batch_size` n-step transitions (with replacement; from uniforms `u` if given) and rebuild their observations. `check=False`: capturable."
+    if check:
+        self.check_sample(batch_size, features)
+        if u is not None:
+            if generator is not None: raise ValueError("pass u or generator to sample, not both: u are the draws")
+            _check_tensor("u", u, (batch_size,), self.device, "float64")
+    if u is None: u = self.sample_uniforms(batch_size, generator=generator)
     idx, weights = self._draw(u)
     return self._gather_batch(idx, features, weights)
 
@@ -233,14 +241,9 @@ def check_update(self: ReplayBuffer, indices: Tensor, td_errors: Tensor) -> None
     _check_tensor("td_errors", td_errors, indices.shape, self.device, "float")
 
 @patch
-def update_priorities(self: ReplayBuffer, indices: Tensor, td_errors: Tensor) -> None:
-    "Report the TD errors of a sampled batch (a checked no-op for the uniform buffer, so learners call it always)."
-    self.check_update(indices, td_errors)
-    self._update_priorities_unchecked(indices, td_errors)
-
-@patch
-def _update_priorities_unchecked(self: ReplayBuffer, indices: Tensor, td_errors: Tensor) -> None:
-    "Uniform replay keeps no priorities."
+def update_priorities(self: ReplayBuffer, indices: Tensor, td_errors: Tensor, *, check: bool = True) -> None:
+    "Report the TD errors of a sampled batch (uniform replay keeps no priorities: a no-op after the check, so learners call it always)."
+    if check: self.check_update(indices, td_errors)
 
 # %% ../nbs/07_replay.ipynb #3cf30806
 class PrioritizedReplayBuffer(ReplayBuffer):
@@ -314,8 +317,9 @@ def _draw(self: PrioritizedReplayBuffer, u: Tensor) -> tuple[Tensor, Tensor]:
     return idx, weights
 
 @patch
-def _update_priorities_unchecked(self: PrioritizedReplayBuffer, indices: Tensor, td_errors: Tensor) -> None:
-    "Set p = |td| + eps (stored as p^alpha) where the index is still sampleable and td finite; track the max."
+def update_priorities(self: PrioritizedReplayBuffer, indices: Tensor, td_errors: Tensor, *, check: bool = True) -> None:
+    "Set p = |td| + eps (stored as p^alpha) where the index is still sampleable and td finite; track the max. `check=False`: capturable."
+    if check: self.check_update(indices, td_errors)
     C, E = self.capacity_steps, self.n_envs
     p = td_errors.detach().to(torch.float32).abs() + self.eps
     age = torch.remainder(self._t - 1 - torch.div(indices, E, rounding_mode="floor"), C)   # rows since written
@@ -336,13 +340,12 @@ def _config(self: ReplayBuffer) -> dict:
 
 @patch
 def state_dict(self: ReplayBuffer) -> dict:
-    "Full state for resume: config, host step count and every storage tensor (live references, not copies)."
-    return {"config": self._config(), "steps_added": self.steps_added,
-            "tensors": {name.lstrip("_"): getattr(self, name) for name in self._tensor_names}}
+    "Full state for resume: config and every storage tensor, the step counter `_t` included (live references, not copies)."
+    return {"config": self._config(), "tensors": {name.lstrip("_"): getattr(self, name) for name in self._tensor_names}}
 
 @patch
 def load_state_dict(self: ReplayBuffer, state: dict) -> None:
-    "Restore a `state_dict()` in place (tensors copied into the existing storage, so captured graphs stay valid)."
+    "Restore a `state_dict()` in place (tensors copied into the existing storage, so captured graphs stay valid); a `steps_added` entry is ignored."
     mine, theirs = self._config(), json.loads(json.dumps(state.get("config", {})))
     if mine != theirs:
         diff = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
@@ -355,4 +358,3 @@ def load_state_dict(self: ReplayBuffer, state: dict) -> None:
             raise ValueError(f"replay state tensor {name.lstrip('_')!r} is {tuple(src.shape)} {src.dtype}, "
                              f"expected {tuple(dst.shape)} {dst.dtype}")
     for name in self._tensor_names: getattr(self, name).copy_(tensors[name.lstrip("_")])
-    self.steps_added = int(state["steps_added"])

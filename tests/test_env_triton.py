@@ -34,7 +34,7 @@ CHECK = textwrap.dedent("""
                     for i in range(steps):
                         a = torch.randint(0, 3, (13,), generator=g)
                         eager.step(a)
-                        kern._draw_restarts()
+                        kern.draw_restarts()
                         launch(a)
                         for k in ("_state", "_end", "reward", "done") + (("_obs_buf",) if observe else ()):   # padding too
                             assert torch.equal(getattr(eager, k), getattr(kern, k)), (case, L, dtype, observe, i, k)
