@@ -24,7 +24,7 @@ from .config import json_safe
 from .data import (synthetic_market, load_ohlcv, make_features, bar_log_returns, walk_forward_folds, build_fold,
                         check_fold_capacity, fold_min_rows, periods_per_year, feature_names, Fold, FoldSplits, OHLCV)
 from .metrics import performance_summary
-from .env import backtest
+from .env import EnvConfig
 from .checkpoint import atomic_write_bytes, load_checkpoint
 from .walkforward import DriverConfig, FoldResult, WalkForwardResult, train_walk_forward, backtest_trainer
 from .dqn import DQNTrainer, DqnTrainerConfig
@@ -45,8 +45,8 @@ SYNTHETIC = dict(n_bars=None, ar1=-0.2, seed=0, freq="1D")   # n_bars None: exac
 QUICKSTART = {   # trainer settings of the small default (below --config); see the DQN / PPO notebooks' learning tests
     "dqn": dict(rainbow=dict(hidden=[32, 32], lr=3e-3, gamma=0.5, cql_alpha=0.1, target_update="polyak", tau=0.01,
                              iqn_n=16, iqn_n_prime=16, iqn_k=8, iqn_embedding_dim=16),
-                n_envs=16, window=1, steps_per_epoch=100, batch_size=32, warmup=320, replay_capacity=20_000),
-    "ppo": dict(window=4, n_envs=16, n_steps=64, hidden=[16, 16], episode_len=128, learning_rate=1e-3,
+                env=dict(window=1), n_envs=16, steps_per_epoch=100, batch_size=32, warmup=320, replay_capacity=20_000),
+    "ppo": dict(env=dict(window=4, episode_len=128), n_envs=16, n_steps=64, hidden=[16, 16], lr=1e-3,
                 iterations_per_epoch=4),
 }
 
@@ -253,9 +253,11 @@ def _merge(base: dict, over: dict) -> dict:
 def _trainer_config(algo: str, overrides: dict, soft: dict, hard: dict, where: str):
     "Trainer defaults < QUICKSTART < `soft` < --config JSON < `hard` (flags given); errors from the config's own from_dict."
     cfg_cls = ALGOS[algo][1]
-    fields = {f.name for f in dataclasses.fields(cfg_cls)}
-    pick = lambda d: {k: v for k, v in d.items() if k in fields and v is not None}
-    try: return cfg_cls.from_dict(_merge(_merge({**QUICKSTART[algo], **pick(soft)}, overrides), pick(hard)))
+    fields = {f.name for f in dataclasses.fields(cfg_cls)} | {f.name for f in dataclasses.fields(EnvConfig)}
+    def pick(d: dict) -> dict:                        # the config's own keys, None (a flag not given) dropped at any depth
+        out = {k: pick(v) if isinstance(v, dict) else v for k, v in d.items() if k in fields and v is not None}
+        return {k: v for k, v in out.items() if v != {}}
+    try: return cfg_cls.from_dict(_merge(_merge(_merge(QUICKSTART[algo], pick(soft)), overrides), pick(hard)))
     except (ValueError, TypeError) as e: raise UsageError(f"{where}: {e}".replace("\n", " ")) from None
 
 def _resolve(algo=None, data=None, config=None, folds=None, train_bars=None, val_bars=None, test_bars=None,
@@ -292,14 +294,15 @@ def _resolve(algo=None, data=None, config=None, folds=None, train_bars=None, val
                          + (f", each further fold --test_bars {te} more" if n_folds > 1 else "")
                          + f": {need} in all, {need - len(bars)} more than there are; load a longer history or lower --folds, "
                          "--train_bars, --val_bars, --test_bars or --embargo") from None
-    soft = dict(cost_bps=a["cost_bps"], seed=a["seed"], anneal_epochs=a["epochs"], periods_per_year=info["periods_per_year"])
-    tcfg = _trainer_config(a["algo"], user, soft, dict(cost_bps=cost_bps, seed=seed), where)
-    a["cost_bps"], a["seed"] = getattr(tcfg, "cost_bps", a["cost_bps"]), getattr(tcfg, "seed", a["seed"])
-    win = getattr(tcfg, "window", 1)
+    soft = dict(seed=a["seed"], anneal_epochs=a["epochs"],
+                env=dict(cost_bps=a["cost_bps"], periods_per_year=info["periods_per_year"]))
+    tcfg = _trainer_config(a["algo"], user, soft, dict(seed=seed, env=dict(cost_bps=cost_bps)), where)
+    a["cost_bps"], a["seed"] = tcfg.env.cost_bps, tcfg.seed
+    win = tcfg.env.window
     for k in ("train_bars", "val_bars", "test_bars"):
         if a[k] < win + 2:
             raise UsageError(f"--{k} {a[k]} is too short for the {a['algo']} trainer's {win}-bar observation window: "
-                             f"use at least {win + 2} bars or a smaller 'window' in --config")
+                             f"use at least {win + 2} bars or a smaller env 'window' in --config")
     if a["data"] != "synthetic": a["data"] = info["source"]              # absolute: --resume and load_run work from anywhere
     rc = RunConfig(**{k: a[k] for k in _RUN_FLAGS}, device=str(dev), gpu_ids=ids,
                    trainer=tcfg.to_dict(), driver=driver.to_dict(), synthetic=synth, data_info=info,
@@ -312,7 +315,7 @@ def _probe_trainer(rc: RunConfig, bars: pd.DataFrame) -> None:
     trainer_cls = ALGOS[rc.algo][0]
     splits = build_fold(make_features(bars), bar_log_returns(bars), rc.fold_list()[0], device=rc.device)
     try:
-        trainer = trainer_cls(rc.trainer_config(), splits)
+        trainer = trainer_cls(rc.trainer_config(), splits.train)
         backtest_trainer(trainer, splits.val)
     except (ValueError, TypeError) as e:
         raise UsageError(f"the {rc.algo} trainer rejects these settings: {e}".replace("\n", " ")) from None
@@ -349,11 +352,9 @@ def _read_jsonl(path: Path) -> list[dict]:
     return rows
 
 # %% ../nbs/20_cli.ipynb #4352e4e2
-def _save_fold(run_dir: Path, fr: FoldResult, fold: Fold, times: np.ndarray) -> None:
+def _save_fold(run_dir: Path, fr: FoldResult, times: np.ndarray) -> None:
     "A finished fold: its test series (safetensors) first, then folds/fold{k}.json, both atomic."
-    n = int(fr.test_returns.shape[0])
-    stop = fold.test[1] - 1                         # backtest returns cover test bars [test_stop - 1 - n, test_stop - 1)
-    bar_index = torch.arange(stop - n, stop, dtype=torch.int64)
+    bar_index = torch.tensor(fr.bar_index, dtype=torch.int64)           # the bars the test backtest traded
     tensors = {"returns": fr.test_returns, "positions": fr.test_positions, "buy_and_hold": fr.test_bh_returns}
     tensors = {k: v.detach().to("cpu", torch.float64).contiguous() for k, v in tensors.items()}
     tensors["bar_index"] = bar_index
@@ -425,7 +426,7 @@ class Run:
     def trainer(self, fold: int, device=None):
         "A trainer for `fold` (built from config.json) holding that fold's best weights."
         c = self.config
-        t = ALGOS[c.algo][0](c.trainer_config(), self.splits(fold, device))
+        t = ALGOS[c.algo][0](c.trainer_config(), self.splits(fold, device).train)
         tensors, _ = self.best_tensors(fold)
         live = t.named_tensors()
         if set(live) != set(tensors): raise ValueError(f"{self.checkpoint(fold)} does not match the {c.algo} trainer's tensors")
@@ -641,7 +642,7 @@ def _write_report(run: Run) -> None:
                      _f(b.get("max_drawdown"), "{:.1%}"), _f(t.get("turnover"), "{:.3f}"), _f(r.overall.get("mean_deflated_sharpe"))])
     head = ["fold", "test period", "epochs", "stop", "best epoch", "val Sharpe", "test Sharpe", "B&H Sharpe",
             "test Sortino", "B&H Sortino", "test max DD", "B&H max DD", "turnover", "DSR"]
-    ppy = c.trainer.get("periods_per_year", c.data_info.get("periods_per_year"))
+    ppy = c.trainer_config().env.periods_per_year
     text = f"""# gpurl_train run `{run.name}`
 
 **{_verdict(run)}.**
@@ -718,16 +719,14 @@ def _truncate_metrics(run_dir: Path, fold: int, epochs_done: int) -> None:
 
 def _planted_rule(rc: RunConfig, feats: Tensor, rets: Tensor) -> dict | None:
     "Synthetic data: the rule that knows the planted mechanism (bet ar1 x last return), on the same test bars and costs."
-    ar1, t = rc.synthetic["ar1"], rc.trainer
+    ar1, env = rc.synthetic["ar1"], rc.trainer_config().env
     if rc.data != "synthetic" or ar1 == 0: return None
-    kw = dict(window=t.get("window", 1), positions=tuple(t.get("positions", (-1.0, 0.0, 1.0))), cost_bps=t.get("cost_bps", rc.cost_bps),
-              slippage_bps=t.get("slippage_bps", 0.0), periods_per_year=t.get("periods_per_year", 252.0))
-    j = (kw["window"] - 1) * len(feature_names()) + feature_names().index("logret_1")   # newest row's one-bar return
-    levels = torch.tensor(kw["positions"])
+    j = (env.window - 1) * len(feature_names()) + feature_names().index("logret_1")   # newest row's one-bar return
+    levels = torch.tensor(env.positions)
     rule = lambda obs: ar1 * obs[:, j:j + 1] * levels.to(obs)         # score of a level: its expected return
-    bts = [backtest(rule, build_fold(feats, rets, f).test, **kw) for f in rc.fold_list()]
+    bts = [env.backtest(rule, build_fold(feats, rets, f).test) for f in rc.fold_list()]
     r, p = torch.cat([b.returns for b in bts]), torch.cat([b.positions for b in bts])
-    return {"folds": [b.metrics["sharpe"] for b in bts], "test": performance_summary(r, p, kw["periods_per_year"])}
+    return {"folds": [b.metrics["sharpe"] for b in bts], "test": performance_summary(r, p, env.periods_per_year)}
 
 def _execute(rc: RunConfig, bars: pd.DataFrame, run_dir: Path, completed: list[FoldResult], resume_state: Path | None,
              progress: bool) -> Run:
@@ -749,7 +748,7 @@ def _execute(rc: RunConfig, bars: pd.DataFrame, run_dir: Path, completed: list[F
                "time": datetime.datetime.now().isoformat(timespec="milliseconds")}
         mf.write(json.dumps(json_safe(row), allow_nan=False) + "\n"); mf.flush(); os.fsync(mf.fileno())
     def on_fold_end(fr: FoldResult) -> None:
-        _save_fold(run_dir, fr, folds[fr.fold], times)
+        _save_fold(run_dir, fr, times)
         bar.set_postfix({"test_sharpe": _f(fr.test.get("sharpe")), "buy_hold": _f(fr.test_buy_and_hold.get("sharpe"))}, refresh=False)
         bar.update(1)
     threads = torch.get_num_threads()
@@ -757,11 +756,11 @@ def _execute(rc: RunConfig, bars: pd.DataFrame, run_dir: Path, completed: list[F
     try:
         wf = train_walk_forward(partial(trainer_cls, tcfg), sources, template, device=rc.device, progress=progress,
                                 on_epoch_end=on_epoch_end, on_fold_end=on_fold_end, completed=completed,
-                                resume_state=resume_state, **rc.driver)
+                                resume_state=resume_state, driver=DriverConfig.from_dict(rc.driver))
     finally:
         mf.close(); bar.close(); torch.set_num_threads(threads)
     run = load_run(run_dir)
-    res = {"run": run.name, "algo": rc.algo, "complete": True, "periods_per_year": rc.trainer.get("periods_per_year"),
+    res = {"run": run.name, "algo": rc.algo, "complete": True, "periods_per_year": tcfg.env.periods_per_year,
            "table": run.table().reset_index().to_dict("records"), "planted_rule": _planted_rule(rc, feats, rets),
            **wf.to_dict()}
     _write_json(run_dir / "results.json", res)

@@ -45,6 +45,11 @@ def _coerce(where: str, value, tp):
             return tuple(items) if origin is tuple else items
     elif origin is dict or tp is dict:
         if isinstance(value, Mapping): return dict(value)
+    elif isinstance(tp, type) and issubclass(tp, Config):   # a nested config: the object, or a dict of its settings
+        if isinstance(value, tp): return value
+        if isinstance(value, Mapping):
+            try: return tp.from_dict(value)
+            except ValueError as e: raise ValueError(f"{where}: {e}") from None
     elif isinstance(tp, type):
         if isinstance(value, tp): return value
     else: return value   # an annotation we do not check (a Callable, a Protocol)
@@ -61,6 +66,8 @@ def json_safe(o: Any) -> Any:
 # %% ../nbs/00_config.ipynb #4365e2e2
 class Config:
     "Mixin for config dataclasses: fields checked against their annotations, `from_dict`/`from_json`/`to_dict`."
+    renamed: typing.ClassVar[dict[str, str]] = {}   # old key -> its new spelling (a nested key as "env.window")
+
     def __post_init__(self):
         hints = typing.get_type_hints(type(self))
         for f in dataclasses.fields(self):
@@ -72,6 +79,9 @@ class Config:
         if d is not None and not isinstance(d, Mapping):
             raise ValueError(f"{cls.__name__}.from_dict needs a dict of settings, got {type(d).__name__}")
         d = {**(d or {}), **overrides}
+        old = sorted(k for k in d if k in cls.renamed)
+        if old: raise ValueError(f"{cls.__name__} key {old[0]!r} is now {_spelled(cls.renamed[old[0]])}: rename it "
+                                 f"(old keys: {old})")
         names = [f.name for f in dataclasses.fields(cls) if f.init]
         unknown = sorted(set(d) - set(names))
         if unknown: raise ValueError(f"unknown {cls.__name__} key(s) {unknown}; valid keys: {sorted(names)}")
@@ -87,10 +97,18 @@ class Config:
         return cls.from_dict(d)
 
     def to_dict(self) -> dict[str, Any]:
-        "The settings as a JSON-serialisable dict (tuples as lists); `from_dict` reads it back."
-        def plain(v): return [plain(x) for x in v] if isinstance(v, (list, tuple)) else v
+        "The settings as a JSON-serialisable dict (tuples as lists, nested configs as dicts); `from_dict` reads it back."
+        def plain(v):
+            if isinstance(v, Config): return v.to_dict()
+            return [plain(x) for x in v] if isinstance(v, (list, tuple)) else v
         return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     def replace(self, **changes) -> Config:
         "A copy with `changes` applied (and checked)."
         return dataclasses.replace(self, **changes)
+
+def _spelled(new: str) -> str:
+    "How a renamed key is written now: 'lr', or a nested one 'env.window' as {\"env\": {\"window\": ...}}."
+    if "." not in new: return repr(new)
+    outer, inner = new.split(".", 1)
+    return f"{new!r} (JSON: {{\"{outer}\": {{\"{inner}\": ...}}}})"

@@ -12,9 +12,8 @@ import torch
 from torch import Tensor
 from .config import Config, config_error
 from .hardware import align_to_tensor_cores, cuda_graphs_available, capture_compile, capture_graph, TrainerGlobals
-from .data import FoldData, FoldSplits
-from .metrics import sharpe_ratio, sortino_ratio, max_drawdown, turnover
-from .env import TradingEnv, make_observation
+from .data import FoldData
+from .env import EnvConfig, make_observation
 from .checkpoint import rng_state, set_rng_state
 from .replay import ReplayBuffer, PrioritizedReplayBuffer
 from .rainbow import RainbowConfig, RainbowLearner
@@ -28,16 +27,14 @@ _ACTING = ("auto", "table", "obs")
 
 @dataclass
 class DqnTrainerConfig(Config):
-    "DQN trainer settings: the learner's RainbowConfig (`rainbow`, every flag on) + envs, replay, schedule, acting."
+    "DQN trainer settings: the learner's RainbowConfig (`rainbow`, every flag on), the env (`env`), replay, schedule, acting."
+    renamed = {k: f"env.{k}" for k in ("window", "positions", "cost_bps", "slippage_bps", "episode_len", "periods_per_year")}
     rainbow: RainbowConfig = field(default_factory=RainbowConfig)  # learner: flags, lr, gamma, widths, target update, grad accumulation
+    env: EnvConfig = field(default_factory=EnvConfig)  # the trading env: window, positions, costs, episode_len, annualisation
     n_envs: int = 32                 # envs stepped together; with batch 256, learn_every 1: 8 replayed samples per new
                                      # transition, Rainbow's replay ratio (batch 32 every 4 steps; Hessel et al. 2018)
-    window: int = 32                 # feature rows per observation (gpurl.env default)
-    positions: tuple[float, ...] = (-1.0, 0.0, 1.0)  # short, flat, long (gpurl.env default)
-    cost_bps: float = 1.0            # proportional cost per unit traded, basis points (gpurl.env default)
-    slippage_bps: float = 0.0
-    episode_len: int = 0             # bars per episode; 0: until the fold's last train bar
-    reward_scale: float = 100.0      # rewards in percent log return, O(1) like DQN's clipped rewards (Mnih et al. 2015)
+    reward_scale: float | None = 100.0  # rewards x this for learning: percent log returns, O(1) like DQN's clipped rewards
+                                     # (Mnih et al. 2015); None: 1 / std of the fold's train log returns
     steps_per_epoch: int = 1000      # vector env steps per train_epoch (each = n_envs transitions)
     learn_every: int = 1             # one update every k vector env steps
     batch_size: int = 256            # transitions per update (the issue-6 benchmark size)
@@ -49,24 +46,19 @@ class DqnTrainerConfig(Config):
     per_beta_steps: int = 100_000    # updates over which PER's beta anneals to 1 (gpurl.replay default)
     acting: str = "auto"             # "table": greedy action of every (bar, position) per refresh, looked up per step;
                                      # "obs": the network on the env's observations each step; "auto": the cheaper
-    periods_per_year: float = 252.0  # annualisation of validation Sharpe ratios (daily bars)
     seed: int = 0                    # network init, env restarts, replay draws (the trainer's own streams, TrainerGlobals)
 
     def __post_init__(self):
-        if isinstance(self.rainbow, Mapping): self.rainbow = RainbowConfig.from_dict(self.rainbow)
-        super().__post_init__()                            # every field's type (gpurl.config), lists -> tuples
+        super().__post_init__()                            # every field's type (gpurl.config), nested configs built
         err = lambda key, why: config_error(self, key, why)
-        if not 2 <= len(self.positions) <= 127 or len(set(self.positions)) != len(self.positions) \
-                or not all(math.isfinite(p) for p in self.positions):
-            raise err("positions", "need 2..127 distinct finite levels (the replay stores their index as int8)")
         hidden = tuple(align_to_tensor_cores(h) for h in self.rainbow.hidden)   # what RainbowNetwork builds
         if hidden != self.rainbow.hidden: self.rainbow = dataclasses.replace(self.rainbow, hidden=hidden)
-        for k in ("n_envs", "window", "steps_per_epoch", "learn_every", "batch_size", "eps_decay", "per_beta_steps"):
+        for k in ("n_envs", "steps_per_epoch", "learn_every", "batch_size", "eps_decay", "per_beta_steps"):
             if getattr(self, k) < 1: raise err(k, "must be >= 1")
-        for k in ("cost_bps", "slippage_bps", "episode_len", "warmup", "seed"):
+        for k in ("warmup", "seed"):
             if not getattr(self, k) >= 0: raise err(k, "must be >= 0")
-        for k in ("reward_scale", "periods_per_year"):
-            if not (getattr(self, k) > 0 and math.isfinite(getattr(self, k))): raise err(k, "must be a finite number > 0")
+        if self.reward_scale is not None and not (self.reward_scale > 0 and math.isfinite(self.reward_scale)):
+            raise err("reward_scale", "must be a finite number > 0, or None (1 / std of the train log returns)")
         for k in ("eps_start", "eps_end"):
             if not 0.0 <= getattr(self, k) <= 1.0: raise err(k, "allowed range is [0, 1]")
         if self.eps_end > self.eps_start: raise err("eps_end", f"must be <= eps_start={self.eps_start}")
@@ -89,10 +81,6 @@ class DqnTrainerConfig(Config):
                              f"e.g. {{\"rainbow\": {{\"{misplaced[0]}\": ...}}}}")
         return super().from_dict(d, **overrides)
 
-    def to_dict(self) -> dict[str, Any]:
-        "A JSON-able dict (the `rainbow` part nested) that round-trips through `from_dict`."
-        return {**super().to_dict(), "rainbow": self.rainbow.to_dict()}
-
     def to_json(self) -> str:
         "`to_dict` as JSON text."
         return json.dumps(self.to_dict(), indent=1)
@@ -100,17 +88,16 @@ class DqnTrainerConfig(Config):
 # %% ../nbs/10_dqn.ipynb #1e7b3c95
 class DQNTrainer:
     "Rainbow DQN (IQN + CQL by default) trading one fold: device env, GPU n-step replay, captured cycles; a FoldTrainer."
-    def __init__(self, config: DqnTrainerConfig | None = None, data: FoldData | FoldSplits | None = None, *, device=None):
+    def __init__(self, config: DqnTrainerConfig | None = None, train: FoldData | None = None, *, device=None):
         cfg = DqnTrainerConfig() if config is None else config
         if not isinstance(cfg, DqnTrainerConfig):
             raise TypeError(f"config must be a DqnTrainerConfig (from_dict / from_json build one), got {type(cfg).__name__}")
-        train = data.train if isinstance(data, FoldSplits) else data
         if not isinstance(train, FoldData):
-            raise TypeError(f"DQNTrainer needs the fold's train split (a FoldData or FoldSplits), got {type(data).__name__}")
+            raise TypeError(f"DQNTrainer needs the fold's train split (a FoldData, e.g. splits.train), got {type(train).__name__}")
         dev = torch.device(device) if device is not None else train.features.device
         if dev.type == "cuda" and dev.index is None: dev = torch.device("cuda", torch.cuda.current_device())
         self.config, self.device, rb = cfg, dev, cfg.rainbow
-        self.obs_dim, self.n_actions = cfg.window * train.n_features + 1, len(cfg.positions)
+        self.obs_dim, self.n_actions = cfg.env.window * train.n_features + 1, len(cfg.env.positions)
         self._globals = TrainerGlobals(cfg.seed, dev)      # own RNG streams from cfg.seed: the caller's stay untouched
         with self._globals:                               # the network's init; later draws continue these streams
             self.learner = RainbowLearner(self.obs_dim, self.n_actions, rb, dev)
@@ -120,34 +107,28 @@ class DQNTrainer:
             self._steps = torch.zeros((), dtype=torch.int64, device=dev)          # vector env steps taken (epsilon schedule)
             self._acc = torch.zeros(6, dtype=torch.float32, device=dev)           # loss, td, cql, q, grad norm, updates
             self._reward_acc = torch.zeros(cfg.n_envs, dtype=torch.float32, device=dev)
-            self._data, self._graphs, self._learn_step = None, {}, None
-            self.set_train_data(train)
+            self._graphs, self._learn_step = {}, None
+            self._bind(train)
 
     # ---- data, env, replay
     def _new_replay(self) -> ReplayBuffer:
         cfg, rb = self.config, self.config.rainbow
-        kw = dict(n_step=rb.n_step, gamma=rb.gamma, window=cfg.window, positions=cfg.positions, device=self.device)
+        kw = dict(n_step=rb.n_step, gamma=rb.gamma, window=cfg.env.window, positions=cfg.env.positions, device=self.device)
         if rb.use_per:
             return PrioritizedReplayBuffer(cfg.replay_capacity, cfg.n_envs, alpha=rb.per_alpha, beta=rb.per_beta0,
                                            beta_steps=cfg.per_beta_steps, **kw)
         return ReplayBuffer(cfg.replay_capacity, cfg.n_envs, **kw)
 
-    @TrainerGlobals.method
-    def set_train_data(self, data: FoldData) -> None:
-        "Bind the train split (the driver calls this first); another split restarts the envs and empties the replay."
-        if data is self._data: return
-        if not isinstance(data, FoldData): raise TypeError(f"data must be a FoldData, got {type(data).__name__}")
-        if self.config.window * data.n_features + 1 != self.obs_dim:
-            raise ValueError(f"the split has {data.n_features} features but this trainer was built for "
-                             f"{(self.obs_dim - 1) // self.config.window}: build a new DQNTrainer")
+    def _bind(self, data: FoldData) -> None:
+        "The env, replay and acting table on the train split (the trainer's only data; one trainer per fold)."
         cfg, x = self.config, (data if data.device == self.device else data.to(self.device))
-        T, K, W = len(x), self.n_actions, cfg.window
+        T, K, W = len(x), self.n_actions, cfg.env.window
         self.table = cfg.acting == "table" or (cfg.acting == "auto" and K * (T - W + 1) <= cfg.n_envs * cfg.learn_every)
-        self.env = TradingEnv(x, cfg.n_envs, window=cfg.window, positions=cfg.positions, cost_bps=cfg.cost_bps,
-                              slippage_bps=cfg.slippage_bps, episode_len=cfg.episode_len or None, seed=cfg.seed,
-                              observe=not self.table, compile=self.captured)   # a table policy acts from (bar, position)
-        self._data, self.features, self.replay, self.host_steps, self.warm = data, x.features, self._new_replay(), 0, False
-        self._graphs.clear(); self._learn_step = None
+        self.env = cfg.env.make_env(x, cfg.n_envs, seed=cfg.seed, observe=not self.table,
+                                    compile=self.captured)         # a table policy acts from (bar, position)
+        # rewards x reward_scale when sampled; None: 1 / std of this split's log returns (read once, at construction)
+        self.reward_scale = cfg.reward_scale or 1.0 / max(float(x.log_returns.float().std()), 1e-12)
+        self.features, self.replay, self.host_steps, self.warm = x.features, self._new_replay(), 0, False
         fuse = self.table and self.captured and cfg.rainbow.compile   # table mode: the whole collect step is element-wise
         self._fused_collect = capture_compile(self._act_and_store) if fuse else None
         self._pair_obs = None
@@ -194,7 +175,7 @@ class DQNTrainer:
             with self._autocast(): a = self.learner.online.q_values(env.obs).argmax(-1)
         if eps is not None: a = torch.where(explore[0] < eps, explore[1], a)
         env.advance(a)
-        self.replay.add(bar, pos, a, env.reward, env.done, check=False)   # raw log returns; scaled when sampled
+        self.replay.add(bar, pos, a, env.reward, env.terminated, env.truncated, check=False)   # raw log returns, scaled when sampled
         self._reward_acc.add_(env.reward)
 
     def _learn(self) -> None:
@@ -257,13 +238,13 @@ class DQNTrainer:
             self.warm = True
         if self._learn_step is None:                     # checks the replay and the batch once, before any capture
             self._learn_step = self.learner.learn_step(self.replay, self.features, cfg.batch_size,
-                                                       reward_scale=cfg.reward_scale)
+                                                       reward_scale=self.reward_scale)
         self._acc.zero_(); self._reward_acc.zero_()
         self._run(True, cfg.steps_per_epoch // cfg.learn_every)
         a = self._acc.clone()
         n = a[5].clamp(min=1.0)
         eps = self._epsilon()
-        return {"loss": a[0] / n, "td_loss": a[1] / n, "cql_loss": a[2] / n, "q": a[3] / n / cfg.reward_scale,
+        return {"loss": a[0] / n, "td_loss": a[1] / n, "cql_loss": a[2] / n, "q": a[3] / n / self.reward_scale,
                 "grad_norm": a[4] / n, "reward": self._reward_acc.sum() / (cfg.steps_per_epoch * cfg.n_envs),
                 "epsilon": eps if eps is not None else torch.zeros((), device=self.device),
                 "step": self._steps * cfg.n_envs, "updates": self.learner.updates.clone()}
@@ -280,20 +261,14 @@ class DQNTrainer:
         finally: net.train(was)
 
     @property
-    def backtest_kwargs(self) -> dict:
-        "`gpurl.env.backtest` arguments matching this trainer's env."
-        c = self.config
-        return dict(window=c.window, positions=c.positions, cost_bps=c.cost_bps, slippage_bps=c.slippage_bps,
-                    periods_per_year=c.periods_per_year)
+    def env_config(self) -> EnvConfig:
+        "The trainer's environment settings (what its validation and test backtests use)."
+        return self.config.env
 
     @TrainerGlobals.method
     def validate(self, data: FoldData) -> dict[str, Tensor]:
-        "Greedy batched backtest of `data` (`gpurl.env.backtest`): Sharpe, Sortino, drawdown, turnover... (device)."
-        r = walkforward.backtest_trainer(self, data)
-        p = self.config.periods_per_year
-        return {"sharpe": sharpe_ratio(r.returns, p), "sortino": sortino_ratio(r.returns, p),
-                "max_drawdown": max_drawdown(r.returns), "turnover": turnover(r.positions),
-                "total_return": torch.expm1(r.returns.sum()), "bh_sharpe": sharpe_ratio(r.buy_and_hold, p)}
+        "Greedy batched backtest of `data` (`gpurl.walkforward.validation_metrics`): Sharpe, Sortino, drawdown... (device)."
+        return walkforward.validation_metrics(self, data)
 
     def named_tensors(self) -> dict[str, Tensor]:
         "The online network's live tensors under stable names (what a weights checkpoint holds)."
@@ -312,7 +287,8 @@ class DQNTrainer:
         theirs = state.get("config")
         if theirs is not None:
             mine, other = self.config.to_dict(), DqnTrainerConfig.from_dict(theirs).to_dict()
-            diff = [k for k in ("n_envs", "window", "positions", "replay_capacity") if mine[k] != other[k]]
+            diff = [k for k in ("n_envs", "replay_capacity") if mine[k] != other[k]]
+            diff += [f"env.{k}" for k in ("window", "positions") if mine["env"][k] != other["env"][k]]
             diff += [f"rainbow.{k}" for k in ("hidden", "use_iqn", "use_distributional", "use_dueling",
                                               "use_noisy_nets", "use_per", "n_step") if mine["rainbow"][k] != other["rainbow"][k]]
             if diff: raise ValueError(f"the state belongs to a trainer with other {diff}: "
@@ -326,17 +302,17 @@ class DQNTrainer:
 
     # ---- the seed's entry points: thin calls of gpurl.walkforward
     def train_with_preloaded_data(self, train: FoldData, val: FoldData, checkpoint_callback=None,
-                                  **driver_kwargs) -> walkforward.FoldResult:
-        "Train one fold: `gpurl.walkforward.train_fold(self, (train, val), checkpoint_callback, **driver_kwargs)`."
-        return walkforward.train_fold(self, (train, val), checkpoint_callback, **driver_kwargs)
+                                  driver: walkforward.DriverConfig | None = None, **options) -> walkforward.FoldResult:
+        "Train one fold (this trainer was built on `train`): `gpurl.walkforward.train_fold(self, (train, val), driver, ...)`."
+        return walkforward.train_fold(self, (train, val), driver, checkpoint_callback, **options)
 
     @classmethod
     def train_walk_forward(cls, config: DqnTrainerConfig | None, folds: Iterable, checkpoint_callback=None,
                            **kwargs) -> walkforward.WalkForwardResult:
-        "Every fold with a fresh trainer: `gpurl.walkforward.train_walk_forward(functools.partial(DQNTrainer, config), ...)`."
+        "Every fold with a fresh trainer on its train split: `gpurl.walkforward.train_walk_forward(partial(DQNTrainer, config), ...)`."
         return walkforward.train_walk_forward(functools.partial(cls, config), folds, checkpoint_callback, **kwargs)
 
     def __repr__(self) -> str:
         c = self.config
-        return (f"DQNTrainer({c.rainbow.head} head, hidden={list(c.rainbow.hidden)}, n_envs={c.n_envs}, window={c.window}, "
+        return (f"DQNTrainer({c.rainbow.head} head, hidden={list(c.rainbow.hidden)}, n_envs={c.n_envs}, window={c.env.window}, "
                 f"acting={'table' if self.table else 'obs'}, captured={self.captured}, device={self.device})")

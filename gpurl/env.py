@@ -5,13 +5,14 @@
 # %% ../nbs/04_env.ipynb #74770e14
 from __future__ import annotations
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Callable, Sequence
 import numpy as np
 import torch
 from torch import Tensor
 from fastcore.basics import patch
 from .hardware import align_to_tensor_cores, capture_graph
+from .config import Config, config_error
 from .data import FoldData
 from .metrics import buy_and_hold_returns, performance_summary
 try:  # ships with CUDA builds of PyTorch; without it the CUDA step runs the eager kernels
@@ -25,7 +26,7 @@ except ImportError:
     _gym = None
 
 # %% auto #0
-__all__ = ['gather_windows', 'make_observation', 'TradingEnv', 'BacktestResult', 'backtest', 'GymTradingEnv']
+__all__ = ['gather_windows', 'make_observation', 'TradingEnv', 'BacktestResult', 'backtest', 'EnvConfig', 'GymTradingEnv']
 
 # %% ../nbs/04_env.ipynb #a60c0a00
 _UNIT_DTYPES = {16: torch.complex128, 8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.uint8}
@@ -134,17 +135,19 @@ def _cost(cost_bps: float, slippage_bps: float) -> float:
 
 # %% ../nbs/04_env.ipynb #869c1dc2
 def _transition(state: Tensor, end: Tensor, restart: Tensor, actions: Tensor, reward_table: Tensor, next_table: Tensor,
-                end_table: Tensor, reward: Tensor, done: Tensor, n_actions: int, episode_len: int | None,
-                end_shift: int) -> None:
-    "Every env's step in place from the tables: reward, done, next state (the drawn restart where done), episode end."
+                end_table: Tensor, reward: Tensor, terminated: Tensor, truncated: Tensor, n_actions: int,
+                episode_len: int | None, end_shift: int, n_act: int) -> None:
+    "Every env's step in place from the tables: reward, the two end flags, next state (the drawn restart at an end), episode end."
     flat = state * n_actions + actions                                 # (state, action) -> table entry
     reward.copy_(reward_table[flat])
-    if episode_len is None: d = end_table[flat]                        # the done table
+    if episode_len is None: term = d = end_table[flat]                 # the fold's end table; never truncated
     else:                                                              # the next bar's row against the episode's end
-        d = end_table[flat] >= end
+        nxt = end_table[flat]
+        term, d = nxt >= n_act, nxt >= end
         end.copy_(torch.where(d, restart + end_shift, end))
+        truncated.copy_(d & ~term)
     state.copy_(torch.where(d, restart, next_table[flat]))
-    done.copy_(d)
+    terminated.copy_(term)
 
 def _gather_rows(src: Tensor, state: Tensor, row_len: int, pos_table: Tensor, out: Tensor, out_pos: Tensor) -> None:
     "`out[i]` = the `out.shape[1]` values of flat `src` from `state[i] * row_len`; `out_pos[i]` = `pos_table[state[i]]`."
@@ -158,8 +161,8 @@ _I32_STATES = 2**31                 # n_actions * n_bars below this: the kernel'
 
 if triton is not None:
     @triton.jit
-    def _step_kernel(state, end, restart, actions, reward_table, reward, done, src, pos_table, obs, obs_stride_q,
-                     n_envs, end_shift, n_bars, n_act, flat_lo,
+    def _step_kernel(state, end, restart, actions, reward_table, reward, terminated, truncated, src, pos_table, obs,
+                     obs_stride_q, n_envs, end_shift, n_bars, n_act, flat_lo,
                      OBSERVE: tl.constexpr, N_ACTIONS: tl.constexpr, EPISODE: tl.constexpr, ROW_LEN: tl.constexpr,
                      WINDOW_LEN: tl.constexpr, STRIDE_MULT: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr,
                      PAD: tl.constexpr, PAD_BLOCK: tl.constexpr, I32: tl.constexpr):
@@ -169,14 +172,15 @@ if triton is not None:
         s = tl.load(state + env, mask=live, other=0)
         a = tl.load(actions + env, mask=live, other=0).to(tl.int64)   # any integer dtype: a * n_bars may pass 2**31
         r = tl.load(restart + env, mask=live, other=0)
-        if I32: bar = (s.to(tl.int32) % n_bars).to(tl.int64)   # next state and done in integers (the tables, inlined),
+        if I32: bar = (s.to(tl.int32) % n_bars).to(tl.int64)   # next state and ends in integers (the tables, inlined),
         else: bar = s % n_bars                                  # dividing in 32 bits where every state fits (see below)
         nxt = tl.minimum(bar + 1, n_bars - 1)
+        term = bar + 1 >= n_act                        # the next bar is the fold's last
         if EPISODE:                                    # the next bar's row against the episode's end
             e = tl.load(end + env, mask=live, other=0)
             d = nxt >= e
         else:
-            d = bar + 1 >= n_act
+            d = term
         s_new = tl.where(d, r, a * n_bars + nxt)
         if OBSERVE:
             row = obs + env.to(tl.int64)[:, None] * (obs_stride_q * STRIDE_MULT)   # STRIDE_MULT: rows stay vector-aligned
@@ -192,7 +196,8 @@ if triton is not None:
             tl.store(row + WINDOW_LEN + tail, tl.where(tail == 0, p, tl.zeros_like(p)), mask=live[:, None] & (tail < PAD))
         tl.store(reward + env, tl.load(reward_table + s * N_ACTIONS + a, mask=live, other=0), mask=live)
         if EPISODE: tl.store(end + env, tl.where(d, r + end_shift, e), mask=live)
-        tl.store(done + env, d.to(tl.uint8), mask=live)
+        tl.store(terminated + env, term.to(tl.uint8), mask=live)
+        if EPISODE: tl.store(truncated + env, (d & (bar + 1 < n_act)).to(tl.uint8), mask=live)   # ended, not at the fold's end
         tl.store(state + env, s_new, mask=live)
 
 def _sector_width(n: int, dtype: torch.dtype) -> int:
@@ -248,7 +253,8 @@ class TradingEnv:
             self._obs_position = buf[:, self.obs_dim - 1]
             self.obs = buf[:, : self.obs_dim]
         self.reward = torch.zeros(n_envs, dtype=lr.dtype, device=dev)
-        self.done = torch.zeros(n_envs, dtype=torch.bool, device=dev)
+        self.terminated = torch.zeros(n_envs, dtype=torch.bool, device=dev)   # the step reached the fold's end
+        self.truncated = torch.zeros(n_envs, dtype=torch.bool, device=dev)    # it reached episode_len, not the fold's end
         self._state, self._restart, self._end, self._flat, self._next, self._next_row = (
             torch.zeros(n_envs, dtype=torch.int64, device=dev) for _ in range(6))
         self.n_start_bars = n if episode_len is None else n - episode_len + 1   # bars an episode may start at
@@ -265,7 +271,8 @@ class TradingEnv:
         # rows are whole 32-byte sectors: the row stride is a multiple of a 16-byte vector (the kernel's alignment hint)
         mult, pad = (max(1, 16 // obs.element_size()), obs.shape[1] - W * F) if self.observe else (1, 1)   # pad: pos + 0s
         stride_q = obs.stride(0) // mult
-        state, end, restart, reward, done = self._state, self._end, self._restart, self.reward, self.done.view(torch.uint8)
+        state, end, restart, reward = self._state, self._end, self._restart, self.reward
+        term, trunc = self.terminated.view(torch.uint8), self.truncated.view(torch.uint8)
         table, end_shift, T, n_act, flat_lo = self._reward_table, self._end_shift, self.n_bars, self.n_bars - W, self._lo
         i32 = self.n_actions * T < _I32_STATES
         kernel = _step_kernel[(triton.cdiv(n, _STEP_ROWS),)]
@@ -274,16 +281,16 @@ class TradingEnv:
                       BLOCK=min(triton.next_power_of_2(max(W * F, 1)), max(16, 2048 // _STEP_ROWS)),
                       PAD=pad, PAD_BLOCK=triton.next_power_of_2(pad), I32=i32)
         def launch(actions: Tensor) -> None:
-            kernel(state, end, restart, actions, table, reward, done, src, pos, obs, stride_q, n, end_shift, T, n_act,
-                   flat_lo, **consts)
+            kernel(state, end, restart, actions, table, reward, term, trunc, src, pos, obs, stride_q, n, end_shift, T,
+                   n_act, flat_lo, **consts)
         return launch
 
     def _build_tables(self, lr_act: Tensor):
-        "Reward, next state and done (or next bar) for every (state, action), laid out [position, bar - window + 1, action]."
+        "Reward, next state and the fold's end (or the next bar) for every (state, action): [position, bar - window + 1, action]."
         T, K, n, dev = self.n_bars, self.n_actions, self.n_bars - self.window, self.device
         levels = self.position_values
         lr_rows = torch.zeros(T, dtype=lr_act.dtype, device=dev)
-        lr_rows[:n] = lr_act                                               # rows n.. are never held (done first)
+        lr_rows[:n] = lr_act                                               # rows n.. are never held (ended first)
         self._reward_table = _reward(levels.view(1, 1, K), levels.view(K, 1, 1), lr_rows.view(1, T, 1), self.cost).reshape(-1)
         row = torch.arange(T, device=dev)
         nxt = (row + 1).clamp(max=T - 1).view(1, T, 1)
@@ -330,7 +337,7 @@ class TradingEnv:
             self._state.copy_(b - (W - 1) + self._lo)
         start = self._state - self._lo
         self._end.copy_(start + self.episode_len if self.episode_len is not None else torch.full_like(start, n)).clamp_(max=n)
-        self.reward.zero_(); self.done.zero_()
+        self.reward.zero_(); self.terminated.zero_(); self.truncated.zero_()
         self._observe()
         return self.obs
 
@@ -353,7 +360,8 @@ class TradingEnv:
         if self._fused(): return self._launch(actions)          # transition + observation: one Triton kernel
         if torch.compiler.is_compiling():
             _transition(self._state, self._end, self._restart, actions, self._reward_table, self._next_table,
-                        self._end_table, self.reward, self.done, self.n_actions, self.episode_len, self._end_shift)
+                        self._end_table, self.reward, self.terminated, self.truncated, self.n_actions, self.episode_len,
+                        self._end_shift, self.n_bars - self.window)
         else: self._transition_eager(actions)
         self._observe()
 
@@ -362,24 +370,29 @@ class TradingEnv:
         torch.add(actions, self._state, alpha=self.n_actions, out=self._flat)
         torch.take(self._reward_table, self._flat, out=self.reward)
         torch.take(self._next_table, self._flat, out=self._next)
-        if self.episode_len is None: torch.take(self._end_table, self._flat, out=self.done)
-        else:
+        if self.episode_len is None:                                    # the fold's end; truncated stays False
+            torch.take(self._end_table, self._flat, out=self.terminated)
+            torch.where(self.terminated, self._restart, self._next, out=self._state)
+        else:                                                           # `truncated` holds every end until the last line
             torch.take(self._end_table, self._flat, out=self._next_row)
-            torch.ge(self._next_row, self._end, out=self.done)
+            torch.ge(self._next_row, self.n_bars - self.window, out=self.terminated)
+            torch.ge(self._next_row, self._end, out=self.truncated)
             torch.add(self._restart, self._end_shift, out=self._next_row)   # a restarted episode's end
-            torch.where(self.done, self._next_row, self._end, out=self._end)
-        torch.where(self.done, self._restart, self._next, out=self._state)
+            torch.where(self.truncated, self._next_row, self._end, out=self._end)
+            torch.where(self.truncated, self._restart, self._next, out=self._state)
+            torch.logical_xor(self.truncated, self.terminated, out=self.truncated)   # ends not at the fold's end
 
-    def step(self, actions: Tensor) -> tuple[Tensor | None, Tensor, Tensor]:
-        "Every env acts at its bar (check, `draw_restarts()`, `advance()`): (obs, reward, done) buffers; auto-reset."
+    def step(self, actions: Tensor) -> tuple[Tensor | None, Tensor, Tensor, Tensor]:
+        "Every env acts at its bar (check, `draw_restarts()`, `advance()`): (obs, reward, terminated, truncated) buffers; auto-reset."
         self._check_actions(actions)
         self.draw_restarts()
         self.advance(actions)
-        return self.obs, self.reward, self.done
+        return self.obs, self.reward, self.terminated, self.truncated
 
     def state_tensors(self) -> list[Tensor]:
-        "Every tensor `step` updates in place (state, restarts, episode ends, scratch, reward, done, observation buffer)."
-        ts = [self._state, self._restart, self._end, self._flat, self._next, self._next_row, self.reward, self.done]
+        "Every tensor `step` updates in place (state, restarts, episode ends, scratch, reward, the end flags, observation buffer)."
+        ts = [self._state, self._restart, self._end, self._flat, self._next, self._next_row, self.reward, self.terminated,
+              self.truncated]
         return ts + [self._obs_buf] if self.observe else ts
 
     def __repr__(self):
@@ -417,7 +430,7 @@ def load_state_dict(self: TradingEnv, state: dict) -> None:
     self._state.copy_(pos * T + bar - (W - 1))
     self._end.copy_(end - (W - 1))
     if "rng_state" in state: self.generator.set_state(state["rng_state"].cpu())
-    self.reward.zero_(); self.done.zero_()
+    self.reward.zero_(); self.terminated.zero_(); self.truncated.zero_()
     self._observe()
 
 # %% ../nbs/04_env.ipynb #fea57ab3
@@ -514,19 +527,64 @@ def backtest(policy: Callable[[Tensor], Tensor], data: FoldData, *, window: int 
     return BacktestResult(returns, held, equity, data.bar_index[window - 1 : T - 1],
                           buy_and_hold_returns(lr_bt, cost_bps + slippage_bps), metrics, idx)
 
+# %% ../nbs/04_env.ipynb #cc85c97b
+@dataclass
+class EnvConfig(Config):
+    "The trading environment's settings, one for every trainer, the CLI, the backtest and the gym adapter."
+    window: int = 32                                  # feature rows per observation
+    positions: tuple[float, ...] = (-1.0, 0.0, 1.0)   # short, flat, long (must include 0.0: entries are charged from flat)
+    cost_bps: float = 1.0                             # proportional cost per unit of position traded, basis points
+    slippage_bps: float = 0.0                         # charged like the cost, on top of it, basis points
+    episode_len: int | None = None                    # bars per episode; None: from a random start to the fold's end
+    periods_per_year: float = 252.0                   # Sharpe annualisation (daily equity bars)
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.window < 1: raise config_error(self, "window", "must be >= 1 (feature rows per observation)")
+        p = self.positions
+        if not 2 <= len(p) <= 127: raise config_error(self, "positions", "needs 2 to 127 levels, e.g. (-1.0, 0.0, 1.0)")
+        if not all(math.isfinite(v) for v in p): raise config_error(self, "positions", "levels must be finite")
+        if len(set(p)) != len(p): raise config_error(self, "positions", "levels must be distinct")
+        if 0.0 not in p:
+            raise config_error(self, "positions", "must include the flat level 0.0 (agents start flat and pay for their first entry)")
+        for k in ("cost_bps", "slippage_bps"):
+            v = getattr(self, k)
+            if not (math.isfinite(v) and v >= 0): raise config_error(self, k, "must be finite and >= 0 (basis points)")
+        if self.episode_len is not None and self.episode_len < 1:
+            raise config_error(self, "episode_len", "must be None (to the fold's end) or >= 1 bars")
+        if not (math.isfinite(self.periods_per_year) and self.periods_per_year > 0):
+            raise config_error(self, "periods_per_year", "must be finite and > 0 (252 for daily bars)")
+
+    def _options(self, options: dict, what: str) -> dict:
+        clash = sorted(set(options) & {f.name for f in fields(self)})
+        if clash: raise TypeError(f"EnvConfig.{what}: {clash} are settings of the config: use config.replace({clash[0]}=...)")
+        return options
+
+    def make_env(self, data: FoldData, n_envs: int, **options) -> TradingEnv:
+        "A `TradingEnv` of `n_envs` on `data` with these settings; `options`: seed, obs_dtype, generator, observe, compile."
+        return TradingEnv(data, n_envs, window=self.window, positions=self.positions, cost_bps=self.cost_bps,
+                          slippage_bps=self.slippage_bps, episode_len=self.episode_len, **self._options(options, "make_env"))
+
+    def backtest(self, policy: Callable[[Tensor], Tensor], data: FoldData, **options) -> BacktestResult:
+        "`backtest` of `policy` on `data` with these settings; `options`: its other keywords (`batch_size`)."
+        return backtest(policy, data, window=self.window, positions=self.positions, cost_bps=self.cost_bps,
+                        slippage_bps=self.slippage_bps, periods_per_year=self.periods_per_year,
+                        **self._options(options, "backtest"))
+
 # %% ../nbs/04_env.ipynb #b8fea00f
 class GymTradingEnv(_gym.Env if _gym is not None else object):
     "One `TradingEnv` agent as a `gymnasium.Env` (optional extra `gym`), for SB3-style libraries on the same market."
     metadata = {"render_modes": []}
 
-    def __init__(self, data: FoldData, *, window: int = 32, positions: Sequence[float] = (-1.0, 0.0, 1.0),
-                 cost_bps: float = 1.0, slippage_bps: float = 0.0, episode_len: int | None = None):
+    def __init__(self, data: FoldData, config: EnvConfig | None = None):
+        config = EnvConfig() if config is None else config
+        if not isinstance(config, EnvConfig):
+            raise TypeError(f"config must be an EnvConfig (EnvConfig.from_dict builds one from a dict), got {config!r}")
         if _gym is None:
             raise ImportError("GymTradingEnv needs gymnasium: pip install 'gpurl[gym]' (or pip install gymnasium)")
         super().__init__()
-        self.env = TradingEnv(data, 1, window=window, positions=positions, cost_bps=cost_bps,
-                              slippage_bps=slippage_bps, episode_len=episode_len, obs_dtype=torch.float32,
-                              compile=False)      # one env read back every step: nothing to fuse
+        self.config = config
+        self.env = config.make_env(data, 1, obs_dtype=torch.float32, compile=False)   # read back every step: nothing to fuse
         self.observation_space = _gym.spaces.Box(-np.inf, np.inf, (self.env.obs_dim,), np.float32)
         self.action_space = _gym.spaces.Discrete(self.env.n_actions)
 
@@ -550,9 +608,8 @@ class GymTradingEnv(_gym.Env if _gym is not None else object):
         e, a = self.env, int(action)
         if not 0 <= a < e.n_actions: raise ValueError(f"action must be in [0, {e.n_actions}), got {action!r}")
         bar = int(e.bar[0])
-        obs, reward, done = e.step(torch.tensor([a], device=e.device))
-        r, d = float(reward[0]), bool(done[0])
-        if not d: return self._host(obs[0]), r, False, False, self._info(bar + 1, a)
+        obs, reward, terminated, truncated = e.step(torch.tensor([a], device=e.device))
+        r, te, tr = float(reward[0]), bool(terminated[0]), bool(truncated[0])
+        if not (te or tr): return self._host(obs[0]), r, False, False, self._info(bar + 1, a)
         final = make_observation(e.features, torch.tensor([bar + 1], device=e.device), e.position_values[a], e.window)
-        terminated = bar + 1 >= e.n_bars - 1
-        return self._host(final[0]), r, terminated, not terminated, self._info(bar + 1, a)
+        return self._host(final[0]), r, te, tr, self._info(bar + 1, a)   # the final observation, not the restarted one

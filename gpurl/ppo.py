@@ -8,7 +8,7 @@ import dataclasses
 import functools
 import math
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn as nn
@@ -18,9 +18,8 @@ from fastcore.basics import patch
 
 from .config import Config, config_error
 from .hardware import MixedPrecisionConfig, align_to_tensor_cores, capture_graph, cuda_graphs_available, TrainerGlobals
-from .data import FoldData, FoldSplits
-from .metrics import sharpe_ratio
-from .env import TradingEnv, backtest, make_observation
+from .data import FoldData
+from .env import EnvConfig, make_observation
 from .checkpoint import rng_state, set_rng_state
 from . import walkforward
 from .walkforward import DriverConfig
@@ -34,8 +33,11 @@ _PRECISIONS = ("auto", "fp32", "tf32", "bf16")
 @dataclass
 class PpoTrainerConfig(Config):
     "PPO hyperparameters (CleanRL `ppo.py` defaults), the trading environment and the systems switches."
+    renamed = {"window": "env.window", "positions": "env.positions", "cost_bps": "env.cost_bps",
+               "slippage_bps": "env.slippage_bps", "episode_len": "env.episode_len",
+               "periods_per_year": "env.periods_per_year", "learning_rate": "lr", "cuda_graphs": "cuda_graph"}
     # --- PPO: CleanRL ppo.py; "detail k" = Huang et al. 2022, The 37 Implementation Details of PPO ---
-    learning_rate: float = 2.5e-4      # CleanRL learning_rate (Adam)
+    lr: float = 2.5e-4                 # CleanRL learning_rate (Adam)
     anneal_lr: bool = True             # CleanRL anneal_lr: linear decay to 0 (detail 4)
     anneal_epochs: int = DriverConfig.epochs  # the run the decay spans, in driver epochs (the driver's default epochs)
     n_envs: int = 64                   # CleanRL num_envs = 4 (detail 1: vectorised envs); a device env takes 1e5+
@@ -54,39 +56,32 @@ class PpoTrainerConfig(Config):
     adam_eps: float = 1e-5             # detail 3: Adam epsilon 1e-5 (PyTorch's default is 1e-8)
     reward_scale: float | None = None  # rewards x this for learning; None: 1 / std of the fold's train log returns
     hidden: tuple[int, ...] = (64, 64) # CleanRL Agent: separate tanh MLPs 64-64, orthogonal init (detail 2)
-    # --- trading environment (gpurl.env.TradingEnv, gpurl.env.backtest) ---
-    window: int = 32                   # bars of features in an observation
-    positions: tuple[float, ...] = (-1.0, 0.0, 1.0)  # short, flat, long
-    cost_bps: float = 1.0              # per unit of position traded
-    slippage_bps: float = 0.0
-    episode_len: int | None = None     # None: from a random bar to the fold's end
-    periods_per_year: float = 252.0    # Sharpe annualisation (daily bars)
+    # --- the trading environment: window, positions, costs, episode length, annualisation (gpurl.env.EnvConfig) ---
+    env: EnvConfig = field(default_factory=EnvConfig)
     # --- systems ---
     iterations_per_epoch: int = 1      # PPO iterations (rollout + GAE + update epochs) per driver epoch
     grad_accum_steps: int = 1          # micro-batches per minibatch: loss / N, one optimizer step per N
     precision: str = "auto"            # "auto" (MixedPrecisionConfig.detect) | "fp32" | "tf32" | "bf16"
-    cuda_graphs: bool = True           # capture the whole iteration on CUDA (CPU always runs eagerly)
+    cuda_graph: bool = True            # capture the whole iteration on CUDA (CPU always runs eagerly)
     graph_warmup: int = 2              # eager iterations on a side stream before capture (PyTorch CUDA-graph docs)
     seed: int = 0
 
     def __post_init__(self):
-        super().__post_init__()                 # gpurl.config: types checked, JSON lists -> tuples, ints -> floats
+        super().__post_init__()                 # gpurl.config: types checked, JSON lists -> tuples, ints -> floats, env built
         bad = lambda key, why: config_error(self, key, why)
-        for k in ("n_envs", "n_steps", "num_minibatches", "update_epochs", "window", "iterations_per_epoch",
+        for k in ("n_envs", "n_steps", "num_minibatches", "update_epochs", "iterations_per_epoch",
                   "grad_accum_steps", "anneal_epochs", "graph_warmup"):
             if getattr(self, k) < 1: raise bad(k, "must be >= 1")
         if not self.hidden or min(self.hidden) < 1: raise bad("hidden", "needs at least one width, every width >= 1")
-        if len(self.positions) < 2: raise bad("positions", "needs at least 2 levels, e.g. (-1.0, 0.0, 1.0)")
         if self.precision not in _PRECISIONS: raise bad("precision", f"allowed: {list(_PRECISIONS)}")
         for k in ("gamma", "gae_lambda"):
             if not 0 <= getattr(self, k) <= 1: raise bad(k, "must lie in [0, 1]")
-        for k in ("learning_rate", "clip_coef", "max_grad_norm", "adam_eps", "periods_per_year"):
+        for k in ("lr", "clip_coef", "max_grad_norm", "adam_eps"):
             if not getattr(self, k) > 0: raise bad(k, "must be > 0")
-        for k in ("ent_coef", "vf_coef", "cost_bps", "slippage_bps"):
+        for k in ("ent_coef", "vf_coef"):
             if not getattr(self, k) >= 0: raise bad(k, "must be >= 0")
         if self.target_kl is not None and not self.target_kl >= 0: raise bad("target_kl", "must be >= 0 or None (off)")
         if self.reward_scale is not None and not self.reward_scale > 0: raise bad("reward_scale", "must be > 0 or None (auto)")
-        if self.episode_len is not None and self.episode_len < 1: raise bad("episode_len", "must be >= 1 or None")
         micro = self.num_minibatches * self.grad_accum_steps
         if self.batch_size % micro:
             raise bad("n_envs", f"n_envs * n_steps = {self.batch_size} must be divisible by num_minibatches * "
@@ -128,6 +123,11 @@ class ActorCritic(nn.Module):
         z = torch.tanh(self.trunk(obs))
         h0 = self.hidden[0]
         return self.actor(z[:, :h0]), self.critic(z[:, h0:]).squeeze(-1)
+
+    def value(self, obs: Tensor) -> Tensor:
+        "State values (B,) alone: the critic's half of the first layer (what a bootstrap at a truncation needs)."
+        h0 = self.hidden[0]
+        return self.critic(torch.tanh(F.linear(obs, self.trunk.weight[h0:], self.trunk.bias[h0:]))).squeeze(-1)
 
 # %% ../nbs/11_ppo.ipynb #ea28e679
 def gae_advantages(rewards: Tensor, values: Tensor, dones: Tensor, next_value: Tensor,
@@ -191,68 +191,57 @@ _METRICS = ("loss", "pg_loss", "v_loss", "entropy", "old_approx_kl", "approx_kl"
 _EPOCH_METRICS = _METRICS + ("grad_norm", "explained_variance", "reward_mean", "rollout_sharpe", "updates_applied")
 
 class PpoTrainer:
-    "PPO on the batched TradingEnv; the whole iteration CUDA-graph captured on CUDA, eager on CPU; a FoldTrainer."
-    def __init__(self, config: PpoTrainerConfig | None = None, data: FoldData | FoldSplits | None = None, *, device=None):
-        if config is None: config = PpoTrainerConfig()
+    "PPO on the batched TradingEnv of one fold's train split; the whole iteration CUDA-graph captured on CUDA, eager on CPU."
+    def __init__(self, config: PpoTrainerConfig, train: FoldData, *, device=None):
         if not isinstance(config, PpoTrainerConfig):
             raise TypeError(f"config must be a PpoTrainerConfig, got {type(config).__name__}: use PpoTrainerConfig.from_dict(d)")
-        train = data.train if isinstance(data, FoldSplits) else data
         if not isinstance(train, FoldData):
-            raise TypeError(f"PpoTrainer needs the fold's train split (a FoldData or FoldSplits), got {type(data).__name__}")
+            hint = " (pass its .train)" if hasattr(train, "train") else ""
+            raise TypeError(f"PpoTrainer is built from one fold's train split, a FoldData{hint}; got {type(train).__name__}")
         self.config = c = config
         self.device = torch.device(device) if device is not None else train.features.device
         self._globals = TrainerGlobals(c.seed, self.device)    # own RNG streams from c.seed: the caller's stay untouched
-        with self._globals: self._build(train)
+        with self._globals: self._build(train.to(self.device))
 
     def _build(self, train: FoldData) -> None:
-        "Network, precision policy, Adam with its state up front, counters, then the env and buffers of `train`."
-        c = self.config
-        self._dims = (c.window * train.n_features + 1, len(c.positions))
-        self.net = ActorCritic(*self._dims, c.hidden).to(self.device)
-        self.mp = _precision_policy(c.precision, self.device, max(self.net.hidden))
-        if self.device.type == "cuda": self._globals.tf32 = self.mp.tf32   # TF32 inside this trainer's calls only
-        self.use_graphs = c.cuda_graphs and cuda_graphs_available(self.device) and not self.mp.grad_scaler
-        self._scaler = self.mp.make_grad_scaler(self.device.type) if self.mp.grad_scaler else None  # fp16 GPUs: eager
-        cuda = self.device.type == "cuda"
-        self.lr = torch.tensor(c.learning_rate, device=self.device)     # FoldTrainer.lr: the driver scales it in place
-        self._opt_lr = self.lr.clone()                                   # lr * annealing: what Adam reads
+        "Network, precision policy, Adam with its state up front, counters, the env of `train` and the rollout buffers."
+        c, e, dev = self.config, self.config.env, self.device
+        self.net = ActorCritic(e.window * train.n_features + 1, len(e.positions), c.hidden).to(dev)
+        self.mp = _precision_policy(c.precision, dev, max(self.net.hidden))
+        if dev.type == "cuda": self._globals.tf32 = self.mp.tf32   # TF32 inside this trainer's calls only
+        self.use_graphs = c.cuda_graph and cuda_graphs_available(dev) and not self.mp.grad_scaler
+        self._scaler = self.mp.make_grad_scaler(dev.type) if self.mp.grad_scaler else None  # fp16 GPUs: eager
+        cuda = dev.type == "cuda"
+        self.lr = torch.tensor(c.lr, device=dev)                       # FoldTrainer.lr: the driver scales it in place
+        self._opt_lr = self.lr.clone()                                 # lr * annealing: what Adam reads
         self.opt = torch.optim.Adam(self.net.parameters(), lr=self._opt_lr, eps=c.adam_eps,
                                     **(dict(capturable=True, foreach=True) if cuda else dict(foreach=False)))
         self._names, self._params = zip(*self.net.named_parameters())
         for p in self._params:              # grads and Adam state exist up front: fixed addresses, in-place loads
             p.grad = torch.zeros_like(p)
-            self.opt.state[p].update(step=torch.zeros((), device=self.device) if cuda else torch.tensor(0.0),
+            self.opt.state[p].update(step=torch.zeros((), device=dev) if cuda else torch.tensor(0.0),
                                      exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
         self._step_tensors = [t.detach() for p in self._params for t in (p, *self.opt.state[p].values())]
-        self._iteration = torch.zeros((), device=self.device)                     # iterations done (annealing)
-        self._env_steps = torch.zeros((), dtype=torch.int64, device=self.device)  # transitions collected
-        self._kl_ok = torch.ones((), device=self.device)                          # 0 once target_kl stopped the epochs
-        self._it_metrics = torch.zeros(len(_EPOCH_METRICS), device=self.device)   # the last iteration's metrics
-        self._data, self._graph = None, None
-        self.set_train_data(train)
-
-    @TrainerGlobals.method
-    def set_train_data(self, train: FoldData) -> None:
-        "Bind a fold's train split: a fresh TradingEnv and rollout buffers (the next epoch captures a new graph)."
-        c = self.config
-        if (c.window * train.n_features + 1, len(c.positions)) != self._dims:
-            raise ValueError(f"train data has {train.n_features} features but the network was built for "
-                             f"{(self._dims[0] - 1) // c.window}: every fold must have the same features")
-        if self._data is not None and train.features is self._data.features: return
-        self._data = train = train.to(self.device)
+        self._iteration = torch.zeros((), device=dev)                      # iterations done (annealing)
+        self._env_steps = torch.zeros((), dtype=torch.int64, device=dev)   # transitions collected
+        self._kl_ok = torch.ones((), device=dev)                           # 0 once target_kl stopped the epochs
+        self._it_metrics = torch.zeros(len(_EPOCH_METRICS), device=dev)    # the last iteration's metrics
         self._graph = None
-        self.env = TradingEnv(train, c.n_envs, window=c.window, positions=c.positions, cost_bps=c.cost_bps,
-                              slippage_bps=c.slippage_bps, episode_len=c.episode_len, seed=c.seed,
-                              compile=self.use_graphs)      # fused env steps inside the captured iteration; eager: plain ops
-        T, N, dev = c.n_steps, c.n_envs, self.device
-        self._levels = torch.tensor(c.positions, dtype=train.features.dtype, device=dev)
-        sd = train.log_returns.float().std()      # a device tensor: no host read
+        self.env = e.make_env(train, c.n_envs, seed=c.seed,
+                              compile=self.use_graphs)    # fused env steps inside the captured iteration; eager: plain ops
+        sd = train.log_returns.float().std()              # a device tensor: no host read
         self._reward_scale = (torch.full((), c.reward_scale, device=dev) if c.reward_scale is not None else
                               torch.where(sd > 0, 1.0 / sd.clamp_min(1e-12), torch.ones_like(sd)))
-        f32 = lambda: torch.zeros(T, N, device=dev)
-        self._buf = dict(bar=torch.zeros(T, N, dtype=torch.int64, device=dev), pos=torch.zeros(T, N, dtype=torch.int64, device=dev),
-                         act=torch.zeros(T, N, dtype=torch.int64, device=dev), done=torch.zeros(T, N, dtype=torch.bool, device=dev),
-                         logp=f32(), val=f32(), rew=f32(), adv=f32(), ret=f32())
+        T, N = c.n_steps, c.n_envs
+        i64, f32 = (lambda: torch.zeros(T, N, dtype=torch.int64, device=dev)), (lambda: torch.zeros(T, N, device=dev))
+        self._buf = dict(bar=i64(), pos=i64(), act=i64(), done=torch.zeros(T, N, dtype=torch.bool, device=dev),
+                         trunc=torch.zeros(T, N, dtype=torch.bool, device=dev),
+                         logp=f32(), val=f32(), rew=f32(), boot=f32(), adv=f32(), ret=f32())
+
+    @property
+    def env_config(self) -> EnvConfig:
+        "The trainer's environment settings (`config.env`): what the walk-forward driver backtests with."
+        return self.config.env
 
     def _autocast(self):
         "Autocast as the precision policy says (cache off, as CUDA-graph capture requires)."
@@ -261,23 +250,32 @@ class PpoTrainer:
 
     def observe(self, bar: Tensor, position: Tensor) -> Tensor:
         "Observations rebuilt from env states (bar, position index): what the env served in that state."
-        return make_observation(self._data.features, bar, self._levels[position], self.config.window)
+        return make_observation(self.env.features, bar, self.env.position_values[position], self.env.window)
 
     # ---- one PPO iteration: device tensors only, no host sync, static shapes ----
     def _rollout(self) -> None:
         "n_steps steps of every env under the current policy into the (n_steps, n_envs) buffers, then GAE."
         c, b, env = self.config, self._buf, self.env
+        may_truncate = env.episode_len is not None          # else truncation never happens: no bootstrap to compute
         for t in range(c.n_steps):
-            b["bar"][t].copy_(env.bar); b["pos"][t].copy_(env.position)
+            bar = b["bar"][t]
+            bar.copy_(env.bar); b["pos"][t].copy_(env.position)
             with torch.no_grad(), self._autocast():
                 logits, value = self.net(env.obs)
             action, logprob = _sample_actions(logits)
             b["act"][t].copy_(action); b["logp"][t].copy_(logprob); b["val"][t].copy_(value)
-            _, reward, done = env.step(action)
-            torch.mul(reward, self._reward_scale, out=b["rew"][t]); b["done"][t].copy_(done)
+            _, reward, terminated, truncated = env.step(action)
+            torch.mul(reward, self._reward_scale, out=b["rew"][t])
+            torch.logical_or(terminated, truncated, out=b["done"][t])      # GAE stops: the next row is another episode
+            if may_truncate:    # the truncated episode's own next state s' = (bar + 1, the position just taken)
+                with torch.no_grad(), self._autocast():
+                    v_final = self.net.value(self.observe(bar + 1, action)).float()
+                b["trunc"][t].copy_(truncated)
+                b["boot"][t].copy_(torch.where(truncated, c.gamma * v_final, 0.0))   # gamma * V(s') where truncated
         with torch.no_grad(), self._autocast():
             _, next_value = self.net(env.obs)
-        adv, ret = gae_advantages(b["rew"], b["val"], b["done"], next_value.float(), c.gamma, c.gae_lambda)
+        rewards = b["rew"] + b["boot"] if may_truncate else b["rew"]        # the rewards GAE learns from
+        adv, ret = gae_advantages(rewards, b["val"], b["done"], next_value.float(), c.gamma, c.gae_lambda)
         b["adv"].copy_(adv); b["ret"].copy_(ret)
 
     def _minibatch_backward(self, idx: Tensor) -> Tensor:
@@ -332,7 +330,7 @@ class PpoTrainer:
         ret, val, rew = b["ret"].view(-1), b["val"].view(-1), b["rew"].view(-1)
         var_ret, sd = ret.var(), rew.std()
         explained = torch.where(var_ret > 0, 1 - (ret - val).var() / var_ret.clamp_min(1e-30), torch.zeros_like(var_ret))
-        sharpe = torch.where(sd > 0, rew.mean() / sd.clamp_min(1e-30), torch.zeros_like(sd)) * math.sqrt(c.periods_per_year)
+        sharpe = torch.where(sd > 0, rew.mean() / sd.clamp_min(1e-30), torch.zeros_like(sd)) * math.sqrt(c.env.periods_per_year)
         applied = acc[-1]
         self._it_metrics.copy_(torch.cat([acc[:-1] / applied.clamp_min(1), torch.stack(
             [explained, rew.mean() / self._reward_scale, sharpe, applied / (c.update_epochs * c.num_minibatches)])]))
@@ -377,13 +375,6 @@ def train_epoch(self: PpoTrainer) -> dict[str, Tensor]:
     acc /= self.config.iterations_per_epoch
     return {**{k: acc[i] for i, k in enumerate(_EPOCH_METRICS)}, "lr": self._opt_lr.clone(), "step": self._env_steps.clone()}
 
-@patch(as_prop=True)
-def backtest_kwargs(self: PpoTrainer) -> dict:
-    "The `gpurl.env.backtest` keyword arguments that match this trainer's environment."
-    c = self.config
-    return dict(window=c.window, positions=c.positions, cost_bps=c.cost_bps, slippage_bps=c.slippage_bps,
-                periods_per_year=c.periods_per_year)
-
 @patch
 @TrainerGlobals.method
 def act_scores(self: PpoTrainer, obs: Tensor) -> Tensor:
@@ -395,10 +386,9 @@ def act_scores(self: PpoTrainer, obs: Tensor) -> Tensor:
 @patch
 @TrainerGlobals.method
 def validate(self: PpoTrainer, data: FoldData) -> dict[str, Tensor]:
-    "Greedy batched backtest of a split (val): annualised Sharpe and total log return, device tensors."
+    "The walk-forward validation of every trainer: `walkforward.validation_metrics` (greedy backtest), device scalars."
     self.mp.apply()
-    r = backtest(self.act_scores, data.to(self.device), **self.backtest_kwargs).returns
-    return {"sharpe": sharpe_ratio(r, self.config.periods_per_year), "total_log_return": r.sum()}
+    return walkforward.validation_metrics(self, data.to(self.device))
 
 @patch
 def named_tensors(self: PpoTrainer) -> dict[str, Tensor]:
@@ -406,7 +396,12 @@ def named_tensors(self: PpoTrainer) -> dict[str, Tensor]:
     return {k: v.detach() for k, v in self.net.state_dict(keep_vars=True).items()}
 
 # %% ../nbs/11_ppo.ipynb #f073d1f9
-_STRUCTURAL = ("hidden", "window", "positions", "n_envs", "n_steps")
+_STRUCTURAL = ("hidden", "n_envs", "n_steps", "env.window", "env.positions")   # what the buffers and network are built from
+
+def _setting(d: dict, key: str):
+    "A setting of a config dict, nested keys as 'env.window' (None where absent)."
+    for k in key.split("."): d = d.get(k) if isinstance(d, dict) else None
+    return d
 
 @patch
 @TrainerGlobals.method
@@ -426,9 +421,9 @@ def load_state_dict(self: PpoTrainer, state: dict) -> None:
     missing = sorted({"net", "optim", "env", "counters", "rng"} - set(state))
     if missing: raise ValueError(f"state lacks {missing}: pass what PpoTrainer.state_dict() returned")
     saved, mine = state.get("config") or {}, self.config.to_dict()
-    bad = [k for k in _STRUCTURAL if k in saved and saved[k] != mine[k]]
-    if bad: raise ValueError(f"the state was saved with other {bad} ({[saved[k] for k in bad]} vs {[mine[k] for k in bad]}): "
-                             "build the trainer with the saved config")
+    bad = [k for k in _STRUCTURAL if _setting(saved, k) is not None and _setting(saved, k) != _setting(mine, k)]
+    if bad: raise ValueError(f"the state was saved with other {bad} ({[_setting(saved, k) for k in bad]} vs "
+                             f"{[_setting(mine, k) for k in bad]}): build the trainer with the saved config")
     with torch.no_grad():
         for k, v in self.named_tensors().items():
             src = state["net"].get(k)
@@ -446,12 +441,12 @@ def load_state_dict(self: PpoTrainer, state: dict) -> None:
 # %% ../nbs/11_ppo.ipynb #dd2b6605
 @patch
 def train_with_preloaded_data(self: PpoTrainer, train: FoldData, val: FoldData, checkpoint_callback=None,
-                              **driver_kwargs) -> walkforward.FoldResult:
-    "Train one fold already on the device: `gpurl.walkforward.train_fold(self, (train, val), checkpoint_callback, ...)`."
-    return walkforward.train_fold(self, (train, val), checkpoint_callback, **driver_kwargs)
+                              driver: DriverConfig | None = None, **options) -> walkforward.FoldResult:
+    "Train this trainer's fold (it was built from `train`): `gpurl.walkforward.train_fold(self, (train, val), driver, ...)`."
+    return walkforward.train_fold(self, (train, val), driver, checkpoint_callback, **options)
 
 @patch(cls_method=True)
 def train_walk_forward(cls: PpoTrainer, config: PpoTrainerConfig, folds, checkpoint_callback=None,
                        **kwargs) -> walkforward.WalkForwardResult:
-    "Every fold with a fresh trainer: `gpurl.walkforward.train_walk_forward(functools.partial(PpoTrainer, config), ...)`."
+    "Every fold with a fresh trainer on its train split: `gpurl.walkforward.train_walk_forward(partial(PpoTrainer, config), ...)`."
     return walkforward.train_walk_forward(functools.partial(cls, config), folds, checkpoint_callback, **kwargs)

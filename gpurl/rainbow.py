@@ -52,7 +52,7 @@ class RainbowConfig(Config):
     tau: float = 0.005               # Polyak rate when target_update="polyak" (SAC, Haarnoja et al. 2018)
     max_grad_norm: float = 10.0      # clip the global gradient norm at 10 (Wang et al. 2016)
     grad_accum_steps: int = 1        # micro-batches per optimizer step (the batch is split into this many)
-    precision: str = "auto"          # "auto" (MixedPrecisionConfig.detect with the width), "fp32" or "bf16"
+    precision: str = "auto"          # "auto" (MixedPrecisionConfig.detect with the width), "fp32", "tf32" (fp32 + TF32 matmuls), "bf16"
     cuda_graph: bool = True          # CUDA: run captured steps (the update; in DQNTrainer the whole learn cycle)
     compile: bool = True             # CUDA: what is captured is torch.compile'd (Inductor) first; False: captured uncompiled
 
@@ -73,7 +73,7 @@ class RainbowConfig(Config):
             if getattr(self, k) < 1: bad(k, "must be >= 1")
         if not self.hidden or min(self.hidden) < 1: bad("hidden", "need at least one layer width, each >= 1")
         if self.target_update not in ("hard", "polyak"): bad("target_update", "allowed: 'hard' or 'polyak'")
-        if self.precision not in ("auto", "fp32", "bf16"): bad("precision", "allowed: 'auto', 'fp32' or 'bf16'")
+        if self.precision not in ("auto", "fp32", "tf32", "bf16"): bad("precision", "allowed: 'auto', 'fp32', 'tf32' or 'bf16'")
 
     @property
     def head(self) -> str:
@@ -471,6 +471,7 @@ class RainbowLearner:
         "The autocast policy: MixedPrecisionConfig.detect for 'auto', forced bf16 or fp32 otherwise."
         p = self.config.precision
         if p == "fp32": return MixedPrecisionConfig(reason="fp32 (forced by RainbowConfig.precision)")
+        if p == "tf32": return MixedPrecisionConfig(tf32=True, reason="fp32 storage, TF32 matmuls (forced by RainbowConfig.precision)")
         if p == "bf16": return MixedPrecisionConfig(dtype=torch.bfloat16, autocast=True, grad_scaler=False, tf32=True,
                                                     reason="bf16 autocast (forced by RainbowConfig.precision)")
         mp = MixedPrecisionConfig.detect(self.device, width=max(self.config.hidden))

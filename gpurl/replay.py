@@ -18,7 +18,8 @@ from .env import make_observation
 __all__ = ['replay_bytes_per_transition', 'ReplayBatch', 'ReplayBuffer', 'PrioritizedReplayBuffer']
 
 # %% ../nbs/07_replay.ipynb #5da1cfbc
-_RECORD = {"bar": torch.int32, "position": torch.int8, "action": torch.int8, "reward": torch.float32, "done": torch.bool}
+_RECORD = {"bar": torch.int32, "position": torch.int8, "action": torch.int8, "reward": torch.float32,
+           "terminated": torch.bool, "truncated": torch.bool}
 
 def _check_int(name: str, value, lo: int) -> int:
     "An int >= lo, or a TypeError / ValueError naming `name`, the value and the allowed range."
@@ -40,7 +41,7 @@ def replay_bytes_per_transition(window: int = 32, n_features: int = 16, *, prior
     window, n_features = _check_int("window", window, 1), _check_int("n_features", n_features, 1)
     compact = sum(torch.empty(0, dtype=d).element_size() for d in _RECORD.values()) + 4 * bool(prioritized)
     obs = (window * n_features + 1) * torch.empty(0, dtype=obs_dtype).element_size()
-    windows = 2 * obs + 8 + 4 + 1 + 4 * bool(prioritized)    # obs, next obs, int64 action, fp32 reward, done, priority
+    windows = 2 * obs + 8 + 4 + 2 + 4 * bool(prioritized)    # obs, next obs, int64 action, fp32 reward, 2 flags, priority
     return {"compact": compact, "windows": windows, "ratio": windows / compact}
 
 # %% ../nbs/07_replay.ipynb #2d3bd289
@@ -49,9 +50,9 @@ class ReplayBatch:
     "One sampled batch of n-step transitions, on the buffer's device, ready for the loss."
     obs: Tensor         # (B, window*F + 1) features dtype: the observation the action was taken on (a row-padded view)
     action: Tensor      # (B,) int64
-    returns: Tensor     # (B,) float32: sum_{k<m} gamma^k r_{s+k}, m = n or the steps up to and including a done
-    next_obs: Tensor    # (B, window*F + 1): the bootstrap state s+m (first obs of the next episode when terminal)
-    discount: Tensor    # (B,) float32: gamma^n, or 0 when the episode ended within the n steps
+    returns: Tensor     # (B,) float32: sum_{k<m} gamma^k r_{s+k}, m = n or the steps up to and including an episode end
+    next_obs: Tensor    # (B, window*F + 1): the bootstrap state (truncated: the cut episode's own next state)
+    discount: Tensor    # (B,) float32: gamma^m, or 0 when the episode terminated within the n steps
     weights: Tensor     # (B,) float32 importance-sampling weights (all ones for the uniform buffer)
     indices: Tensor     # (B,) int64 flat indices (row * n_envs + env) for update_priorities
     obs_pair: Tensor | None = None  # (2B, window*F + 1): obs then next_obs in one tensor (they are views of it), if any
@@ -73,7 +74,7 @@ def _check_tensor(name: str, x, shape: tuple, device: torch.device, kind: str) -
 
 class ReplayBuffer:
     "Uniform circular n-step replay of `n_envs` envs on the device; observations rebuilt from fold features at sample time."
-    _tensor_names = ("bar", "position", "action", "reward", "done", "_t")
+    _tensor_names = ("bar", "position", "action", "reward", "terminated", "truncated", "_t")
 
     def __init__(self, capacity: int, n_envs: int, *, n_step: int = 3, gamma: float = 0.99, window: int = 32,
                  positions: Sequence[float] = (-1.0, 0.0, 1.0), device=None):
@@ -127,21 +128,22 @@ class ReplayBuffer:
 
 # %% ../nbs/07_replay.ipynb #15731eb3
 @patch
-def check_add(self: ReplayBuffer, bar: Tensor, position: Tensor, action: Tensor, reward: Tensor, done: Tensor) -> None:
+def check_add(self: ReplayBuffer, bar: Tensor, position: Tensor, action: Tensor, reward: Tensor, terminated: Tensor,
+              truncated: Tensor) -> None:
     "Validate one step of every env (shapes `(n_envs,)`, the buffer's device, integer/float/bool dtypes); host-only."
     E, d = (self.n_envs,), self.device
     _check_tensor("bar", bar, E, d, "int"); _check_tensor("position", position, E, d, "int")
     _check_tensor("action", action, E, d, "int"); _check_tensor("reward", reward, E, d, "float")
-    _check_tensor("done", done, E, d, "bool")
+    _check_tensor("terminated", terminated, E, d, "bool"); _check_tensor("truncated", truncated, E, d, "bool")
 
 @patch
-def add(self: ReplayBuffer, bar: Tensor, position: Tensor, action: Tensor, reward: Tensor, done: Tensor, *,
-        check: bool = True) -> None:
-    "Append one step of every env (pre-step bar and position index, action, reward, done); no host sync. `check=False`: capturable."
-    if check: self.check_add(bar, position, action, reward, done)
+def add(self: ReplayBuffer, bar: Tensor, position: Tensor, action: Tensor, reward: Tensor, terminated: Tensor,
+        truncated: Tensor, *, check: bool = True) -> None:
+    "Append one step of every env (pre-step bar and position index, action, reward, terminated, truncated); no host sync. `check=False`: capturable."
+    if check: self.check_add(bar, position, action, reward, terminated, truncated)
     row = torch.remainder(self._t, self.capacity_steps).view(1)
     for store, x in ((self.bar, bar), (self.position, position), (self.action, action), (self.reward, reward),
-                     (self.done, done)):
+                     (self.terminated, terminated), (self.truncated, truncated)):
         store.index_copy_(0, row, x.reshape(1, self.n_envs).to(store.dtype))
     self._on_add(row)
     self._t.add_(1)
@@ -174,15 +176,21 @@ def _gather_batch(self: ReplayBuffer, idx: Tensor, features: Tensor, weights: Te
     rows = torch.remainder(row[:, None] + self._offsets, C)                  # (B, n+1): rows s .. s+n
     cols = env[:, None]
     rew = self.reward[rows[:, :n], cols]                                      # (B, n)
-    not_done = (~self.done[rows[:, :n], cols]).to(torch.float32)
-    alive_after = _cumprod(not_done)                                          # no done in s..s+k
+    term, trunc = self.terminated[rows[:, :n], cols], self.truncated[rows[:, :n], cols]
+    not_done = (~(term | trunc)).to(torch.float32)
+    alive_after = _cumprod(not_done)                                          # no end in s..s+k
     alive = torch.cat([torch.ones_like(alive_after[:, :1]), alive_after[:, :-1]], 1)     # reward s+k counted
     returns = (rew * alive * self._gamma_pow[:n]).sum(1)
     m = alive.sum(1).to(torch.int64)                                          # rewards counted, 1..n
-    discount = self._gamma_pow[n] * alive_after[:, -1]
-    boot = torch.gather(rows, 1, m[:, None]).squeeze(1)
-    bars = torch.cat([self.bar[row, env], self.bar[boot, env]]).to(torch.int64)
-    pos = torch.cat([self.position[row, env], self.position[boot, env]]).to(torch.int64)
+    cut = ((alive - alive_after) * (trunc & ~term).to(torch.float32)).sum(1)  # 1: the end at s+m-1 is a truncation
+    discount = self._gamma_pow[n] * alive_after[:, -1] + self._gamma_pow[m] * cut
+    last = torch.gather(rows, 1, (m - 1)[:, None]).squeeze(1)                 # row s+m-1: the last step counted
+    boot = torch.gather(rows, 1, m[:, None]).squeeze(1)                       # row s+m
+    is_cut = cut > 0
+    boot_bar = torch.where(is_cut, self.bar[last, env] + 1, self.bar[boot, env])        # truncated: (bar + 1, the
+    boot_pos = torch.where(is_cut, self.action[last, env], self.position[boot, env])    # chosen position)
+    bars = torch.cat([self.bar[row, env], boot_bar]).to(torch.int64)
+    pos = torch.cat([self.position[row, env], boot_pos]).to(torch.int64)
     both = _observations(features, bars, self._pos_values.to(features.dtype)[pos], self.window)
     B = idx.shape[0]
     return ReplayBatch(obs=both[:B], action=self.action[row, env].to(torch.int64), returns=returns,
@@ -352,6 +360,10 @@ def load_state_dict(self: ReplayBuffer, state: dict) -> None:
         raise ValueError("replay state does not match this buffer: " +
                          ", ".join(f"{k}={theirs.get(k)!r} (buffer: {mine.get(k)!r})" for k in diff))
     tensors = state["tensors"]
+    missing = [name.lstrip("_") for name in self._tensor_names if name.lstrip("_") not in tensors]
+    if missing:
+        raise ValueError(f"replay state lacks tensor(s) {', '.join(map(repr, missing))} (it has {sorted(tensors)}); "
+                         "a state with one 'done' flag cannot tell terminations from truncations: refill the buffer")
     for name in self._tensor_names:
         src, dst = tensors[name.lstrip("_")], getattr(self, name)
         if tuple(src.shape) != tuple(dst.shape) or src.dtype != dst.dtype:

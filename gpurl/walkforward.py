@@ -20,14 +20,15 @@ from .hardware import default_device
 from .config import Config, json_safe
 from .data import FoldData, FoldSplits
 from .metrics import performance_summary, deflated_sharpe_ratio
-from .env import BacktestResult, backtest
+from .env import BacktestResult, EnvConfig
+from .metrics import sharpe_ratio, sortino_ratio, max_drawdown, turnover
 from .checkpoint import (AsyncCheckpointer, snapshot_model_to_pinned, flatten_state, unflatten_state,
                               load_checkpoint, rng_state, set_rng_state, config_hash, checkpoint_metadata)
 from .pipeline import DoubleBufferedLoader, EpochPrefetcher, GpuBufferPool
 
 # %% auto #0
 __all__ = ['CheckpointCallback', 'FoldTrainer', 'BacktestableTrainer', 'DriverConfig', 'FoldResult', 'WalkForwardResult',
-           'train_fold', 'backtest_trainer', 'train_walk_forward']
+           'train_fold', 'backtest_trainer', 'validation_metrics', 'train_walk_forward']
 
 # %% ../nbs/09_walkforward.ipynb #0ba36f14
 CheckpointCallback = Callable[[bytes, dict[str, str]], None]  # DESIGN.md: (safetensors bytes, str metadata), worker thread
@@ -45,13 +46,13 @@ class FoldTrainer(Protocol):
 @runtime_checkable
 class BacktestableTrainer(FoldTrainer, Protocol):
     "A `FoldTrainer` whose greedy policy `train_walk_forward` backtests on the val and test folds."
-    backtest_kwargs: dict             # keyword arguments of gpurl.env.backtest matching the trainer's env
+    env_config: EnvConfig             # the trainer's environment: window, positions, costs, annualisation
     def act_scores(self, obs: Tensor) -> Tensor: ...     # (B, obs_dim) -> (B, n_actions) scores, argmax acts
 
 # %% ../nbs/09_walkforward.ipynb #9d0450cc
 @dataclass
 class DriverConfig(Config):
-    "Stopping, LR-plateau and checkpoint settings of `train_fold` (the defaults of its keyword arguments)."
+    "Stopping, LR-plateau and checkpoint settings of `train_fold` and `train_walk_forward`."
     epochs: int = 100
     metric: str = "sharpe"        # key of trainer.validate() that selects the best epoch (seed: val Sharpe)
     mode: str = "max"             # "max": higher is better (Sharpe); "min": lower is better (a loss)
@@ -101,6 +102,7 @@ class FoldResult:
     val_buy_and_hold: dict[str, float] = field(default_factory=dict)  # buy-and-hold on the same val bars
     test_buy_and_hold: dict[str, float] = field(default_factory=dict) # buy-and-hold on the same test bars
     deflated_sharpe: float | None = None  # DSR of the best weights' val returns over the epochs tried
+    bar_index: list[int] = field(default_factory=list)  # the test backtest's bars: indices into the full series
     test_returns: Tensor | None = field(default=None, repr=False, compare=False)    # not serialised
     test_positions: Tensor | None = field(default=None, repr=False, compare=False)
     test_bh_returns: Tensor | None = field(default=None, repr=False, compare=False)
@@ -258,13 +260,21 @@ def _unpack(data, fold: int | None):
     raise TypeError(f"data must be a FoldSplits or a (train, val) tuple of FoldData, got {type(data).__name__}")
 
 # %% ../nbs/09_walkforward.ipynb #b65a098d
-_D = DriverConfig  # defaults of train_fold's keyword arguments
-
 def _meta(fold: int, kind: str, epoch: int, step: int, m: dict, metric: str, h: str) -> dict[str, str]:
     "The string metadata of one checkpoint (gpurl.checkpoint's standard fields plus metric and lr)."
     extra = {} if metric == "sharpe" else {f"val_{metric}": m[f"val_{metric}"]}
     return checkpoint_metadata(epoch=epoch, fold=fold, kind=kind, val_sharpe=m.get("val_sharpe", math.nan), step=step,
                                config=h, metric=metric, lr=m["lr"], **extra)
+
+_DRIVER_KEYS = frozenset(f.name for f in dataclasses.fields(DriverConfig))
+
+def _no_driver_keywords(where: str, unexpected: dict) -> None:
+    "TypeError for driver settings passed as keywords (they go in one DriverConfig)."
+    if not unexpected: return
+    known = sorted(set(unexpected) & _DRIVER_KEYS)
+    hint = (f"; driver settings go in one DriverConfig: {where}(..., driver=DriverConfig("
+            + ", ".join(f"{k}={unexpected[k]!r}" for k in known) + "))") if known else ""
+    raise TypeError(f"{where}() got unexpected keyword argument(s) {sorted(unexpected)}{hint}")
 
 def _run_hash(trainer, cfg: DriverConfig) -> str:
     "config_hash of the trainer's config (if it has one) and the driver settings other than `epochs`."
@@ -272,25 +282,20 @@ def _run_hash(trainer, cfg: DriverConfig) -> str:
     tc = dataclasses.asdict(tc) if dataclasses.is_dataclass(tc) and not isinstance(tc, type) else tc
     return config_hash({"trainer": tc, "driver": {**cfg.to_dict(), "epochs": None}})
 
-def train_fold(trainer: FoldTrainer, data: FoldSplits | tuple[FoldData, FoldData],
+def train_fold(trainer: FoldTrainer, data: FoldSplits | tuple[FoldData, FoldData], driver: DriverConfig | None = None,
                checkpoint_callback: CheckpointCallback | str | Path | None = None, *,
-               epochs: int = _D.epochs, metric: str = _D.metric, mode: str = _D.mode, min_delta: float = _D.min_delta,
-               patience: int = _D.patience, plateau_patience: int = _D.plateau_patience,
-               lr_factor: float = _D.lr_factor, max_lr_reductions: int = _D.max_lr_reductions,
-               periodic_every: int = _D.periodic_every, last_state_every: int = _D.last_state_every,
                fold: int | None = None, resume_state=None, progress: bool = True,
                checkpointer: AsyncCheckpointer | None = None,
                on_epoch_end: Callable[[int, int, dict[str, float]], None] | None = None,
                pool: GpuBufferPool | None = None, restore_best: bool = True,
-               config_hash: str | None = None) -> FoldResult:
-    "Run one fold's epochs: val-metric best checkpoints, periodic, early stop, LR plateau, last state; drains on every exit."
-    cfg = DriverConfig(epochs=epochs, metric=metric, mode=mode, min_delta=min_delta, patience=patience,
-                       plateau_patience=plateau_patience, lr_factor=lr_factor, max_lr_reductions=max_lr_reductions,
-                       periodic_every=periodic_every, last_state_every=last_state_every)
+               config_hash: str | None = None, **unexpected) -> FoldResult:
+    "Run one fold's epochs on its val split: best checkpoints, periodic, early stop, LR plateau, last state; drains on every exit."
+    _no_driver_keywords("train_fold", unexpected)
+    cfg = DriverConfig() if driver is None else driver
+    if not isinstance(cfg, DriverConfig): raise TypeError(f"driver must be a DriverConfig, got {type(cfg).__name__}")
     _check_trainer(trainer)
-    train, val, fold = _unpack(data, fold)
+    _, val, fold = _unpack(data, fold)             # the train split is the trainer's own; the test split never enters
     h = config_hash or _run_hash(trainer, cfg)
-    if train is not None and hasattr(trainer, "set_train_data"): trainer.set_train_data(train)
     live = trainer.named_tensors()
     best = {k: pool.acquire(v.shape, v.dtype, v.device) if pool is not None else torch.empty_like(v)
             for k, v in live.items()}
@@ -376,16 +381,24 @@ def train_fold(trainer: FoldTrainer, data: FoldSplits | tuple[FoldData, FoldData
 
 # %% ../nbs/09_walkforward.ipynb #4fa0aeb9
 def backtest_trainer(trainer: BacktestableTrainer, data: FoldData, **overrides) -> BacktestResult:
-    "Greedy backtest of the trainer's current weights on `data`: `gpurl.env.backtest(trainer.act_scores, data, **backtest_kwargs)`."
+    "Greedy backtest of the trainer's current weights on `data` with its `env_config` (`overrides`: EnvConfig fields)."
     if not isinstance(trainer, BacktestableTrainer):
         raise TypeError(f"{type(trainer).__name__} cannot be backtested: a BacktestableTrainer needs act_scores(obs) -> "
-                        f"(B, n_actions) and a backtest_kwargs dict (window, positions, cost_bps, periods_per_year)")
-    with torch.no_grad():
-        return backtest(trainer.act_scores, data, **{**dict(trainer.backtest_kwargs), **overrides})
+                        f"(B, n_actions) and an env_config (a gpurl.env.EnvConfig)")
+    cfg = trainer.env_config.replace(**overrides) if overrides else trainer.env_config
+    with torch.no_grad(): return cfg.backtest(trainer.act_scores, data)
+
+def validation_metrics(trainer: BacktestableTrainer, data: FoldData) -> dict[str, Tensor]:
+    "Every backtestable trainer's validation: its greedy backtest on `data` as device scalars (Sharpe first)."
+    r = backtest_trainer(trainer, data)
+    p = trainer.env_config.periods_per_year
+    return {"sharpe": sharpe_ratio(r.returns, p), "sortino": sortino_ratio(r.returns, p),
+            "max_drawdown": max_drawdown(r.returns), "turnover": turnover(r.positions),
+            "total_return": torch.expm1(r.returns.sum()), "bh_sharpe": sharpe_ratio(r.buy_and_hold, p)}
 
 def _periods(trainer, overrides: dict) -> float:
     "Bars per year the trainer's backtests annualise with."
-    return float({**dict(getattr(trainer, "backtest_kwargs", {})), **overrides}.get("periods_per_year", 252.0))
+    return float(overrides.get("periods_per_year", trainer.env_config.periods_per_year))
 
 def _evaluate_fold(trainer, splits: FoldSplits, fr: FoldResult, overrides: dict) -> None:
     "Backtest the (restored) best weights on the val and test bars; fill `fr`'s val/test/buy-and-hold/DSR fields."
@@ -400,6 +413,7 @@ def _evaluate_fold(trainer, splits: FoldSplits, fr: FoldResult, overrides: dict)
     fr.test_buy_and_hold = performance_summary(tb.buy_and_hold, periods_per_year=ppy)
     # clones: the fold's data buffers go back to the pool and are reused two folds later
     fr.test_returns, fr.test_positions, fr.test_bh_returns = (t.detach().clone() for t in (tb.returns, tb.positions, tb.buy_and_hold))
+    fr.bar_index = [int(b) for b in tb.bar_index.cpu()]
 
 def _overall(folds: list[FoldResult], ppy: float) -> tuple[dict, dict, dict]:
     "Means over folds, and the stitched test series of all folds (when every fold still holds its returns)."
@@ -422,23 +436,22 @@ def _overall(folds: list[FoldResult], ppy: float) -> tuple[dict, dict, dict]:
             performance_summary(cat("test_bh_returns"), periods_per_year=ppy))
 
 # %% ../nbs/09_walkforward.ipynb #17599ed2
-_DRIVER_KEYS = frozenset(f.name for f in dataclasses.fields(DriverConfig))
-
 def _fold_loader(sources: list, device: torch.device, pool: GpuBufferPool):
     "In-memory FoldSplits -> DoubleBufferedLoader; paths / callables -> EpochPrefetcher (background thread)."
     if all(isinstance(s, FoldSplits) for s in sources): return DoubleBufferedLoader(sources, device, pool=pool)
     return EpochPrefetcher.spawn(sources, device, pool=pool)
 
-def train_walk_forward(trainer_factory: Callable[[FoldSplits], BacktestableTrainer], folds: Iterable,
-                       checkpoint_callback: CheckpointCallback | str | Path | None = None, *, device=None,
+def train_walk_forward(trainer_factory: Callable[[FoldData], BacktestableTrainer], folds: Iterable,
+                       checkpoint_callback: CheckpointCallback | str | Path | None = None, *,
+                       driver: DriverConfig | None = None, device=None,
                        pool: GpuBufferPool | None = None, checkpointer: AsyncCheckpointer | None = None,
                        progress: bool = True, on_epoch_end: Callable[[int, int, dict[str, float]], None] | None = None,
                        on_fold_end: Callable[[FoldResult], None] | None = None, completed: Sequence[FoldResult] = (),
-                       resume_state=None, backtest_overrides: dict | None = None, **driver_kwargs) -> WalkForwardResult:
-    "Train every fold (one callback, next fold staged meanwhile), restore its best weights, backtest them on val and test."
-    unknown = sorted(set(driver_kwargs) - _DRIVER_KEYS)
-    if unknown: raise TypeError(f"unknown train_walk_forward argument(s) {unknown}; driver settings are {sorted(_DRIVER_KEYS)}")
-    DriverConfig(**driver_kwargs)                                   # check the settings before loading any fold
+                       resume_state=None, backtest_overrides: dict | None = None, **unexpected) -> WalkForwardResult:
+    "Train every fold from its train split (next fold staged meanwhile), restore its best weights, backtest them on val and test."
+    _no_driver_keywords("train_walk_forward", unexpected)
+    driver = DriverConfig() if driver is None else driver
+    if not isinstance(driver, DriverConfig): raise TypeError(f"driver must be a DriverConfig, got {type(driver).__name__}")
     results, overrides = list(completed), dict(backtest_overrides or {})
     sources = list(folds)[len(results):]
     device = default_device() if device is None else torch.device(device)
@@ -453,11 +466,12 @@ def train_walk_forward(trainer_factory: Callable[[FoldSplits], BacktestableTrain
             if not isinstance(splits, FoldSplits):
                 raise TypeError(f"fold source {len(results)} gave a {type(splits).__name__}, not a FoldSplits (build it with "
                                 f"gpurl.data.build_fold or save it with gpurl.pipeline.save_fold)")
-            trainer = trainer_factory(splits)
-            if not isinstance(trainer, BacktestableTrainer): backtest_trainer(trainer, splits.test)   # raises the TypeError
-            fr = train_fold(trainer, splits, checkpoint_callback, checkpointer=ckpt, pool=pool, progress=progress,
-                            on_epoch_end=on_epoch_end, resume_state=resume_state if k == 0 else None, **driver_kwargs)
-            _evaluate_fold(trainer, splits, fr, overrides)
+            trainer = trainer_factory(splits.train)                  # the train split only
+            if not isinstance(trainer, BacktestableTrainer): backtest_trainer(trainer, splits.val)    # raises the TypeError
+            fr = train_fold(trainer, (splits.train, splits.val), driver, checkpoint_callback, fold=splits.fold.index,
+                            checkpointer=ckpt, pool=pool, progress=progress, on_epoch_end=on_epoch_end,
+                            resume_state=resume_state if k == 0 else None)
+            _evaluate_fold(trainer, splits, fr, overrides)            # the test split: after the best epoch is restored
             ppy = _periods(trainer, overrides)
             results.append(fr)
             del trainer, splits                                      # free the fold's model before the next one

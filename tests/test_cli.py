@@ -14,8 +14,8 @@ from safetensors.torch import load_file
 ROOT = Path(__file__).resolve().parents[1]
 
 TINY = {"dqn": {"rainbow": {"hidden": [16, 16], "iqn_n": 8, "iqn_n_prime": 8, "iqn_k": 4, "iqn_embedding_dim": 8},
-                "n_envs": 8, "window": 2, "steps_per_epoch": 8, "batch_size": 16, "warmup": 64, "replay_capacity": 2048},
-        "ppo": {"window": 4, "n_envs": 8, "n_steps": 16, "hidden": [16, 16], "episode_len": 24, "iterations_per_epoch": 1}}
+                "env": {"window": 2}, "n_envs": 8, "steps_per_epoch": 8, "batch_size": 16, "warmup": 64, "replay_capacity": 2048},
+        "ppo": {"env": {"window": 4, "episode_len": 24}, "n_envs": 8, "n_steps": 16, "hidden": [16, 16], "iterations_per_epoch": 1}}
 SHAPE = ["--folds", "2", "--train_bars", "150", "--val_bars", "50", "--test_bars", "50", "--device", "cpu"]
 
 
@@ -85,7 +85,7 @@ def test_end_to_end(algo, runner, tmp_path):
     assert c["algo"] == algo and c["folds"] == 2 and c["device"] == "cpu"
     for k, v in TINY[algo].items():                              # the --config values, nested ones key by key
         assert ({kk: c["trainer"][k][kk] for kk in v} if isinstance(v, dict) else c["trainer"][k]) == v, k
-    assert c["driver"]["epochs"] == 2 and c["trainer"]["cost_bps"] == 1.0
+    assert c["driver"]["epochs"] == 2 and c["trainer"]["env"]["cost_bps"] == 1.0
     # metrics.jsonl: one line per epoch per fold
     rows = _metric_rows(run)
     assert [(m["fold"], m["epoch"]) for m in rows] == [(0, 0), (0, 1), (1, 0), (1, 1)]

@@ -13,8 +13,8 @@ from gpurl.dqn import DQNTrainer, DqnTrainerConfig
 from gpurl.ppo import PpoTrainer, PpoTrainerConfig
 
 DQN_TINY = {"rainbow": {"hidden": [16, 16], "iqn_n": 8, "iqn_n_prime": 8, "iqn_k": 4, "iqn_embedding_dim": 8},
-            "n_envs": 8, "window": 2, "steps_per_epoch": 8, "batch_size": 16, "warmup": 64, "replay_capacity": 2048}
-PPO_TINY = {"window": 4, "n_envs": 8, "n_steps": 16, "hidden": [16, 16], "episode_len": 24, "iterations_per_epoch": 1}
+            "env": {"window": 2}, "n_envs": 8, "steps_per_epoch": 8, "batch_size": 16, "warmup": 64, "replay_capacity": 2048}
+PPO_TINY = {"env": {"window": 4, "episode_len": 24}, "n_envs": 8, "n_steps": 16, "hidden": [16, 16], "iterations_per_epoch": 1}
 CONFIGS = {"dqn": (DQNTrainer, lambda seed: DqnTrainerConfig.from_dict({**DQN_TINY, "seed": seed})),
            "ppo": (PpoTrainer, lambda seed: PpoTrainerConfig.from_dict({**PPO_TINY, "seed": seed}))}
 
@@ -74,7 +74,7 @@ def test_construct_and_train_leave_caller_state_alone(algo, splits, caller_state
     want = _reference_draws()
     flags = _flags()
     torch.manual_seed(1234); np.random.seed(1234); random.seed(1234)
-    trainer = cls(make_cfg(7), splits)
+    trainer = cls(make_cfg(7), splits.train)
     assert _flags() == flags, f"constructing {cls.__name__} changed TF32 flags / num_threads: {flags} -> {_flags()}"
     _exercise(trainer)
     trainer.validate(splits.val)
@@ -88,7 +88,7 @@ def test_same_seed_same_run_whatever_the_caller_draws(algo, splits, caller_state
 
     def run(disturb: bool):
         torch.manual_seed(0)
-        t = cls(make_cfg(3), splits)
+        t = cls(make_cfg(3), splits.train)
         out = []
         for _ in range(3):
             if disturb: torch.rand(97); torch.manual_seed(int(torch.randint(0, 10**6, (1,))))
@@ -99,16 +99,16 @@ def test_same_seed_same_run_whatever_the_caller_draws(algo, splits, caller_state
     for a, b in zip(m1, m2):
         for k in a: assert torch.equal(a[k], b[k]), f"{cls.__name__} metric {k!r} depends on the caller's draws"
     for k in w1: assert torch.equal(w1[k], w2[k]), f"{cls.__name__} weight {k!r} depends on the caller's draws"
-    init3, init4 = (cls(make_cfg(s), splits).named_tensors() for s in (3, 4))
+    init3, init4 = (cls(make_cfg(s), splits.train).named_tensors() for s in (3, 4))
     assert any(not torch.equal(init3[k], init4[k]) for k in init3), f"{cls.__name__}: seeds 3 and 4 gave the same init"
 
 
 def test_two_trainers_interleaved_equal_one_after_the_other(splits, caller_state):
     "Two DQN trainers of one seed, stepped alternately, give what each gives alone (no shared global stream)."
     cls, make_cfg = CONFIGS["dqn"]
-    solo = cls(make_cfg(5), splits)
+    solo = cls(make_cfg(5), splits.train)
     ref = [solo.train_epoch()["loss"].clone() for _ in range(2)]
-    a, b = cls(make_cfg(5), splits), cls(make_cfg(5), splits)
+    a, b = cls(make_cfg(5), splits.train), cls(make_cfg(5), splits.train)
     got_a, got_b = [], []
     for _ in range(2):
         got_a.append(a.train_epoch()["loss"].clone()); got_b.append(b.train_epoch()["loss"].clone())

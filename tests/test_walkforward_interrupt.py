@@ -19,22 +19,23 @@ from gpurl.hardware import seed_everything
 from gpurl.data import synthetic_market, make_features, bar_log_returns, walk_forward_folds, build_fold
 from gpurl.env import make_observation
 from gpurl.metrics import sharpe_ratio
-from gpurl.walkforward import FoldResult, backtest_trainer, train_walk_forward
+from gpurl.env import EnvConfig
+from gpurl.walkforward import DriverConfig, FoldResult, train_walk_forward, validation_metrics
 
 torch.set_num_threads(1)                   # same float reductions in both processes
 
 class Trainer:
     "Linear policy on env observations, trained to take the sign of the next return; `sleep` slows an epoch."
-    def __init__(self, splits, sleep=0.0, window=4):
-        dev, self.window, self.sleep = splits.train.features.device, window, sleep
-        g = torch.Generator().manual_seed(splits.fold.index)
-        self.weight = (0.01 * torch.randn(3, window * splits.train.n_features + 1, generator=g)).to(dev).requires_grad_()
+    def __init__(self, train, sleep=0.0, window=4):
+        dev, self.window, self.sleep = train.features.device, window, sleep
+        g = torch.Generator().manual_seed(int(train.bar_index[0]))     # one init per fold (its first bar)
+        self.weight = (0.01 * torch.randn(3, window * train.n_features + 1, generator=g)).to(dev).requires_grad_()
         self.bias = torch.zeros(3, device=dev, requires_grad=True)
         self.lr = torch.tensor(0.3, device=dev)
-        self.backtest_kwargs = dict(window=window, cost_bps=1.0, periods_per_year=252.0)
-        rows = torch.arange(window - 1, len(splits.train) - 1, device=dev)
-        self.obs = make_observation(splits.train.features, rows, torch.zeros(len(rows), device=dev), window)
-        self.labels = torch.where(splits.train.log_returns[rows] > 0, 2, 0)
+        self.env_config = EnvConfig(window=window, cost_bps=1.0)
+        rows = torch.arange(window - 1, len(train) - 1, device=dev)
+        self.obs = make_observation(train.features, rows, torch.zeros(len(rows), device=dev), window)
+        self.labels = torch.where(train.log_returns[rows] > 0, 2, 0)
     def act_scores(self, obs): return obs @ self.weight.T + self.bias
     def train_epoch(self):
         time.sleep(self.sleep)
@@ -45,7 +46,7 @@ class Trainer:
             with torch.no_grad(): self.weight.sub_(self.lr * gw); self.bias.sub_(self.lr * gb)
             losses.append(loss.detach())
         return {"loss": torch.stack(losses).mean()}
-    def validate(self, data): return {"sharpe": sharpe_ratio(backtest_trainer(self, data).returns, 252.0)}
+    def validate(self, data): return validation_metrics(self, data)
     def named_tensors(self): return {"weight": self.weight, "bias": self.bias}
     def state_dict(self): return {"weight": self.weight, "bias": self.bias, "lr": self.lr}
     def load_state_dict(self, s):
@@ -55,7 +56,8 @@ class Trainer:
 bars = synthetic_market(1200, seed=1, ar1=-0.3)
 feats, rets = make_features(bars), bar_log_returns(bars)
 SPLITS = [build_fold(feats, rets, f) for f in walk_forward_folds(len(feats), train=400, val=120, test=120, n_folds=3)]
-KW = dict(epochs=8, patience=0, plateau_patience=3, max_lr_reductions=1, periodic_every=2, progress=False, device="cpu")
+KW = dict(driver=DriverConfig(epochs=8, patience=0, plateau_patience=3, max_lr_reductions=1, periodic_every=2),
+          progress=False, device="cpu")
 '''
 
 CHILD = COMMON + r'''
