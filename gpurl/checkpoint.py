@@ -15,8 +15,9 @@ from torch import Tensor, nn
 # %% auto #0
 __all__ = ['SAFETENSORS_DTYPES', 'SnapshotRing', 'default_ring', 'config_hash', 'checkpoint_metadata', 'CheckpointSnapshot',
            'snapshot_model_to_pinned', 'serialize_snapshot_bytes', 'atomic_write', 'atomic_write_bytes',
-           'path_callback', 'save_checkpoint', 'CheckpointError', 'AsyncCheckpointer', 'load_checkpoint',
-           'flatten_state', 'unflatten_state', 'rng_state', 'set_rng_state']
+           'path_callback', 'save_checkpoint', 'CheckpointError', 'AsyncCheckpointer', 'SafetensorsHeader',
+           'read_safetensors_header', 'load_checkpoint', 'flatten_state', 'unflatten_state', 'rng_state',
+           'set_rng_state']
 
 # %% ../nbs/06_checkpoint.ipynb #450338fd
 _ALIGN = 64  # bytes: cache line; also >= 16 B for vectorised device copies
@@ -521,33 +522,42 @@ def _drain_at_exit():
         except Exception as e: warnings.warn(f"gpurl checkpoint at exit: {e}")
 
 # %% ../nbs/06_checkpoint.ipynb #05ec01bb
-def _read_header(path: str) -> tuple[dict, int]:
-    "Validated safetensors header of `path` and the byte offset of its data."
+@dataclasses.dataclass(frozen=True)
+class SafetensorsHeader:
+    "A checked safetensors header: each tensor's (dtype, shape, data start, data end), the str metadata, the data offset."
+    tensors: dict[str, tuple[torch.dtype, tuple[int, ...], int, int]]
+    metadata: dict[str, str]
+    data_offset: int                   # byte offset of the data section in the file
+
+_MAX_HEADER = 100 * 2**20              # a header larger than this is not a safetensors file (safetensors' own limit)
+
+def read_safetensors_header(path: str | os.PathLike) -> SafetensorsHeader:
+    "Read and check the header of the safetensors file at `path`; a ValueError names the file and what is wrong."
+    path = os.fspath(path)
     size = os.path.getsize(path)
     with open(path, "rb") as f:
         raw = f.read(8)
-        if len(raw) < 8: raise ValueError(f"{path}: truncated or empty checkpoint ({size} bytes, no safetensors header)")
+        if len(raw) < 8: raise ValueError(f"{path}: truncated or empty safetensors file ({size} bytes, no header)")
         (n,) = struct.unpack("<Q", raw)
-        if n > size - 8:
-            raise ValueError(f"{path}: truncated or corrupt checkpoint: header of {n} bytes but the file has {size} bytes")
+        if n > min(size - 8, _MAX_HEADER):
+            raise ValueError(f"{path}: truncated or corrupt safetensors file: header of {n} bytes but the file has {size}")
         try: hdr = json.loads(f.read(n))
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ValueError(f"{path}: corrupt checkpoint header ({e})") from None
-    if not isinstance(hdr, dict): raise ValueError(f"{path}: corrupt checkpoint header (not a JSON object)")
-    end = 0
+            raise ValueError(f"{path}: corrupt safetensors header ({e})") from None
+    if not isinstance(hdr, dict): raise ValueError(f"{path}: corrupt safetensors header (not a JSON object)")
+    meta, tensors, end = hdr.pop("__metadata__", None) or {}, {}, 0
     for k, v in hdr.items():
-        if k == "__metadata__": continue
         try:
-            s, e = v["data_offsets"]; dt = SAFETENSORS_DTYPES[v["dtype"]]
-            need = math.prod(v["shape"]) * dt.itemsize
+            (s, e), dt, shape = v["data_offsets"], SAFETENSORS_DTYPES[v["dtype"]], tuple(int(d) for d in v["shape"])
+            need = math.prod(shape) * dt.itemsize
         except (KeyError, TypeError, ValueError) as ex:
-            raise ValueError(f"{path}: corrupt checkpoint header entry {k!r} ({ex!r})") from None
-        if e - s != need: raise ValueError(f"{path}: corrupt checkpoint: {k!r} spans {e - s} bytes, needs {need}")
-        end = max(end, e)
+            raise ValueError(f"{path}: corrupt safetensors header entry {k!r} ({ex!r})") from None
+        if e - s != need: raise ValueError(f"{path}: corrupt safetensors file: {k!r} spans {e - s} bytes, needs {need}")
+        tensors[k], end = (dt, shape, int(s), int(e)), max(end, e)
     if 8 + n + end > size:
-        raise ValueError(f"{path}: truncated checkpoint: needs {8 + n + end} bytes, the file has {size} "
-                         "(interrupted copy?); use an earlier checkpoint")
-    return hdr, 8 + n
+        raise ValueError(f"{path}: truncated safetensors file: needs {8 + n + end} bytes, the file has {size} "
+                         "(interrupted copy?); use an earlier file")
+    return SafetensorsHeader(tensors, dict(meta), 8 + n)
 
 def load_checkpoint(path: str | os.PathLike, model: nn.Module | None = None, strict: bool = True,
                     device: str | torch.device = "cpu") -> tuple[dict[str, Tensor], dict[str, str]]:
@@ -555,7 +565,7 @@ def load_checkpoint(path: str | os.PathLike, model: nn.Module | None = None, str
     from safetensors import safe_open
     path = os.fspath(path)
     if not os.path.isfile(path): raise FileNotFoundError(f"no checkpoint at {path}")
-    hdr, _ = _read_header(path)
+    read_safetensors_header(path)                    # a truncated or corrupt file: a ValueError naming it
     try:
         with safe_open(path, framework="pt", device=str(device)) as f:
             meta = dict(f.metadata() or {})

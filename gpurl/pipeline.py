@@ -4,7 +4,7 @@
 
 # %% ../nbs/05_pipeline.ipynb #cdd6dfd7
 from __future__ import annotations
-import copy, dataclasses, functools, io, json, math, os, queue, struct, threading, time, weakref, zipfile
+import copy, dataclasses, functools, io, json, math, os, queue, threading, time, weakref, zipfile
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field, is_dataclass
@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from .hardware import default_device
 from .data import Fold, FoldData, FoldSplits, FeatureScaler
-from .checkpoint import SAFETENSORS_DTYPES, atomic_write
+from .checkpoint import atomic_write, read_safetensors_header
 
 # %% auto #0
 __all__ = ['PoolStats', 'GpuBufferPool', 'save_fold', 'load_fold', 'DoubleBufferedLoader', 'PrefetchError', 'EpochPrefetcher',
@@ -210,29 +210,14 @@ def _readinto(f, buf: torch.Tensor, nbytes: int, name: str) -> None:
         off += n
 
 def _read_safetensors(path, alloc=_host_alloc) -> tuple[dict, dict]:
-    "Read a safetensors file straight into buffers from `alloc(shape, dtype)`."
-    name, size = str(path), os.path.getsize(path)
+    "Read a safetensors file straight into buffers from `alloc(shape, dtype)` (header checked by gpurl.checkpoint)."
+    h, name, out = read_safetensors_header(path), str(path), {}
     with open(path, "rb", buffering=0) as f:
-        head = f.read(8)
-        if len(head) < 8: raise ValueError(f"{name}: not a safetensors file (shorter than 8 bytes)")
-        n = struct.unpack("<Q", head)[0]
-        if n > min(size - 8, 100 * 2**20): raise ValueError(f"{name}: not a safetensors file (header length {n} invalid)")
-        try: header = json.loads(f.read(n))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e: raise ValueError(f"{name}: corrupt safetensors header: {e}") from e
-        if not isinstance(header, dict): raise ValueError(f"{name}: corrupt safetensors header")
-        meta, out, base = header.pop("__metadata__", None) or {}, {}, 8 + n
-        try: items = sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0])
-        except (KeyError, TypeError, IndexError) as e: raise ValueError(f"{name}: corrupt safetensors header: {e}") from e
-        for key, info in items:
-            try: dtype, shape, (b, e) = SAFETENSORS_DTYPES[info["dtype"]], [int(s) for s in info["shape"]], info["data_offsets"]
-            except (KeyError, TypeError, ValueError) as err: raise ValueError(f"{name}: tensor {key!r}: bad header entry {info!r}") from err
-            nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
-            if e - b != nbytes or base + e > size:
-                raise ValueError(f"{name}: tensor {key!r} expects {nbytes} bytes at [{b}, {e}) but the file has {size - base} data bytes (truncated or corrupt)")
-            buf = alloc(shape, dtype)
-            f.seek(base + b); _readinto(f, buf, nbytes, name)
+        for key, (dtype, shape, b, e) in sorted(h.tensors.items(), key=lambda kv: kv[1][2]):
+            buf = alloc(list(shape), dtype)
+            f.seek(h.data_offset + b); _readinto(f, buf, e - b, name)
             out[key] = buf
-    return out, meta
+    return out, h.metadata
 
 def _write_safetensors(path, flat, meta) -> None:
     from safetensors.torch import save_file
