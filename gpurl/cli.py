@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 import gpurl
 from .hardware import default_device, seed_everything
-from .config import json_safe
+from .config import Config, json_safe
 from .data import (synthetic_market, load_ohlcv, make_features, bar_log_returns, walk_forward_folds, build_fold,
                         check_fold_capacity, fold_min_rows, periods_per_year, feature_names, Fold, FoldSplits, OHLCV)
 from .metrics import performance_summary
@@ -186,7 +186,7 @@ def _load_bars(data: str, synthetic: dict, min_rows: int) -> tuple[pd.DataFrame,
 
 # %% ../nbs/20_cli.ipynb #4de05252
 @dataclass
-class RunConfig:
+class RunConfig(Config):
     "The fully resolved settings of one gpurl_train run (config.json): data, folds, trainer and driver configs."
     algo: str
     data: str
@@ -207,17 +207,11 @@ class RunConfig:
     gpurl_version: str = ""
     created: str = ""
 
-    def to_dict(self) -> dict:
-        "JSON-serialisable dict (what config.json holds)."
-        return dataclasses.asdict(self)
-
     @classmethod
     def from_dict(cls, d: dict) -> RunConfig:
-        "Read config.json back (unknown keys are an error: the file is not a gpurl_train config)."
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown: raise ValueError(f"unknown RunConfig key(s) {unknown}: not a gpurl_train config.json")
-        return cls(**d)
+        "Read config.json back (checked like every config: an unknown key or a wrong type names the key)."
+        try: return super().from_dict(d)
+        except ValueError as e: raise ValueError(f"{e}: not a gpurl_train config.json") from None
 
     def trainer_config(self):
         "The trainer config object (DqnTrainerConfig / PpoTrainerConfig)."

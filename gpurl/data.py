@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import torch
 from torch import Tensor
+from .config import Config
 
 # %% auto #0
 __all__ = ['REGIMES', 'OHLCV', 'periods_per_year', 'MarketConfig', 'synthetic_market', 'load_ohlcv', 'feature_names',
@@ -43,11 +44,11 @@ def periods_per_year(freq: str, *, hours_per_day: float = 6.5, days_per_year: fl
 REGIMES = ("bear", "sideways", "bull")  # codes 0, 1, 2 of the `regime` column
 
 @dataclass
-class MarketConfig:
+class MarketConfig(Config):
     "Parameters of `synthetic_market`, in daily units (rescaled to the bar frequency)."
-    drift: tuple = (-0.0008, 0.0, 0.0006)     # daily log drift per regime: about -20%, 0, +15% a year
-    vol_scale: tuple = (1.5, 1.0, 0.8)        # bear markets are more volatile (leverage effect, Cont 2001 fact 10)
-    regime_days: tuple = (60.0, 90.0, 180.0)  # mean regime durations in days (bull markets last longer, Hamilton 1989)
+    drift: tuple[float, ...] = (-0.0008, 0.0, 0.0006)     # daily log drift per regime: about -20%, 0, +15% a year
+    vol_scale: tuple[float, ...] = (1.5, 1.0, 0.8)        # bear markets are more volatile (leverage effect, Cont 2001 fact 10)
+    regime_days: tuple[float, ...] = (60.0, 90.0, 180.0)  # mean regime durations in days (bull markets last longer, Hamilton 1989)
     daily_vol: float = 0.011                  # ~17.5% a year, the S&P 500's long-run volatility
     garch_alpha: float = 0.08                 # GARCH(1,1) on daily equity indices: alpha ~0.05-0.1,
     garch_beta: float = 0.90                  # beta ~0.9 (Bollerslev 1986; Hansen & Lunde 2005)
@@ -63,6 +64,7 @@ class MarketConfig:
     start_price: float = 100.0
 
     def __post_init__(self):
+        super().__post_init__()                   # types checked, JSON lists -> tuples (gpurl.config)
         for name in ("drift", "vol_scale", "regime_days"):
             if len(getattr(self, name)) != 3: raise ValueError(f"MarketConfig.{name} needs 3 values (bear, sideways, bull)")
         if not (self.garch_alpha >= 0 and self.garch_beta >= 0 and self.garch_alpha + self.garch_beta < 1):
