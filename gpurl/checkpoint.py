@@ -546,12 +546,16 @@ def read_safetensors_header(path: str | os.PathLike) -> SafetensorsHeader:
             raise ValueError(f"{path}: corrupt safetensors header ({e})") from None
     if not isinstance(hdr, dict): raise ValueError(f"{path}: corrupt safetensors header (not a JSON object)")
     meta, tensors, end = hdr.pop("__metadata__", None) or {}, {}, 0
+    if not isinstance(meta, dict) or not all(isinstance(x, str) for kv in meta.items() for x in kv):
+        raise ValueError(f"{path}: corrupt safetensors header (__metadata__ must map strings to strings)")
     for k, v in hdr.items():
         try:
             (s, e), dt, shape = v["data_offsets"], SAFETENSORS_DTYPES[v["dtype"]], tuple(int(d) for d in v["shape"])
             need = math.prod(shape) * dt.itemsize
         except (KeyError, TypeError, ValueError) as ex:
             raise ValueError(f"{path}: corrupt safetensors header entry {k!r} ({ex!r})") from None
+        if not (isinstance(s, int) and isinstance(e, int) and 0 <= s <= e):
+            raise ValueError(f"{path}: corrupt safetensors header entry {k!r} (data_offsets {[s, e]})")
         if e - s != need: raise ValueError(f"{path}: corrupt safetensors file: {k!r} spans {e - s} bytes, needs {need}")
         tensors[k], end = (dt, shape, int(s), int(e)), max(end, e)
     if 8 + n + end > size:

@@ -88,7 +88,7 @@ class DqnTrainerConfig(Config):
 # %% ../nbs/10_dqn.ipynb #1e7b3c95
 class DQNTrainer:
     "Rainbow DQN (IQN + CQL by default) trading one fold: device env, GPU n-step replay, captured cycles; a FoldTrainer."
-    def __init__(self, config: DqnTrainerConfig | None = None, train: FoldData | None = None, *, device=None):
+    def __init__(self, config: DqnTrainerConfig | None, train: FoldData, *, device=None):
         cfg = DqnTrainerConfig() if config is None else config
         if not isinstance(cfg, DqnTrainerConfig):
             raise TypeError(f"config must be a DqnTrainerConfig (from_dict / from_json build one), got {type(cfg).__name__}")

@@ -292,7 +292,9 @@ def train_fold(trainer: FoldTrainer, data: FoldSplits | tuple[FoldData, FoldData
     "Run one fold's epochs on its val split: best checkpoints, periodic, early stop, LR plateau, last state; drains on every exit."
     _no_driver_keywords("train_fold", unexpected)
     cfg = DriverConfig() if driver is None else driver
-    if not isinstance(cfg, DriverConfig): raise TypeError(f"driver must be a DriverConfig, got {type(cfg).__name__}")
+    if not isinstance(cfg, DriverConfig):
+        raise TypeError(f"driver must be a DriverConfig, got {type(cfg).__name__}: train_fold(trainer, data, driver, "
+                        "checkpoint_callback) takes the driver settings third and the checkpoint target fourth")
     _check_trainer(trainer)
     _, val, fold = _unpack(data, fold)             # the train split is the trainer's own; the test split never enters
     h = config_hash or _run_hash(trainer, cfg)
@@ -436,6 +438,8 @@ def _overall(folds: list[FoldResult], ppy: float) -> tuple[dict, dict, dict]:
             performance_summary(cat("test_bh_returns"), periods_per_year=ppy))
 
 # %% ../nbs/09_walkforward.ipynb #17599ed2
+_BACKTEST_OVERRIDES = frozenset({"cost_bps", "slippage_bps", "periods_per_year"})   # what a backtest may change
+
 def _fold_loader(sources: list, device: torch.device, pool: GpuBufferPool):
     "In-memory FoldSplits -> DoubleBufferedLoader; paths / callables -> EpochPrefetcher (background thread)."
     if all(isinstance(s, FoldSplits) for s in sources): return DoubleBufferedLoader(sources, device, pool=pool)
@@ -453,6 +457,9 @@ def train_walk_forward(trainer_factory: Callable[[FoldData], BacktestableTrainer
     driver = DriverConfig() if driver is None else driver
     if not isinstance(driver, DriverConfig): raise TypeError(f"driver must be a DriverConfig, got {type(driver).__name__}")
     results, overrides = list(completed), dict(backtest_overrides or {})
+    bad = sorted(set(overrides) - _BACKTEST_OVERRIDES)
+    if bad: raise TypeError(f"backtest_overrides {bad} cannot be changed after training: allowed {sorted(_BACKTEST_OVERRIDES)} "
+                            "(the policy was trained on its env's window and positions)")
     sources = list(folds)[len(results):]
     device = default_device() if device is None else torch.device(device)
     pool = GpuBufferPool() if pool is None else pool
