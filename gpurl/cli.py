@@ -27,28 +27,16 @@ from .metrics import performance_summary
 from .env import EnvConfig
 from .checkpoint import atomic_write_bytes, load_checkpoint
 from .walkforward import DriverConfig, FoldResult, WalkForwardResult, train_walk_forward, backtest_trainer
-from .dqn import DQNTrainer, DqnTrainerConfig
-from .ppo import PpoTrainer, PpoTrainerConfig
+from .registry import models, get_model
 
 # %% auto #0
-__all__ = ['ALGOS', 'DEFAULTS', 'SYNTHETIC', 'QUICKSTART', 'UsageError', 'RunConfig', 'Run', 'load_run', 'compare_runs', 'train',
-           'gpurl_train']
+__all__ = ['DEFAULTS', 'SYNTHETIC', 'UsageError', 'RunConfig', 'Run', 'load_run', 'compare_runs', 'train', 'gpurl_train']
 
 # %% ../nbs/20_cli.ipynb #b308a0a8
-ALGOS = {"dqn": (DQNTrainer, DqnTrainerConfig), "ppo": (PpoTrainer, PpoTrainerConfig)}  # --algo -> (trainer, config)
-
 DEFAULTS = dict(algo="dqn", data="synthetic", folds=3, train_bars=1000, val_bars=300, test_bars=400, embargo=0,
                 cost_bps=1.0, epochs=20, seed=0)
 
 SYNTHETIC = dict(n_bars=None, ar1=-0.2, seed=0, freq="1D")   # n_bars None: exactly what the folds need
-
-QUICKSTART = {   # trainer settings of the small default (below --config); see the DQN / PPO notebooks' learning tests
-    "dqn": dict(rainbow=dict(hidden=[32, 32], lr=3e-3, gamma=0.5, cql_alpha=0.1, target_update="polyak", tau=0.01,
-                             iqn_n=16, iqn_n_prime=16, iqn_k=8, iqn_embedding_dim=16),
-                env=dict(window=1), n_envs=16, steps_per_epoch=100, batch_size=32, warmup=320, replay_capacity=20_000),
-    "ppo": dict(env=dict(window=4, episode_len=128), n_envs=16, n_steps=64, hidden=[16, 16], lr=1e-3,
-                iterations_per_epoch=4),
-}
 
 class UsageError(ValueError):
     "Bad user input for gpurl_train: the message says what to change (the console script prints it, exit code 2)."
@@ -215,7 +203,7 @@ class RunConfig(Config):
 
     def trainer_config(self):
         "The trainer config object (DqnTrainerConfig / PpoTrainerConfig)."
-        return ALGOS[self.algo][1].from_dict(self.trainer)
+        return get_model(self.algo).config.from_dict(self.trainer)
 
     def fold_list(self) -> list[Fold]:
         "The walk-forward folds over the run's bars."
@@ -245,13 +233,14 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 def _trainer_config(algo: str, overrides: dict, soft: dict, hard: dict, where: str):
-    "Trainer defaults < QUICKSTART < `soft` < --config JSON < `hard` (flags given); errors from the config's own from_dict."
-    cfg_cls = ALGOS[algo][1]
+    "Trainer defaults < the model's quickstart < `soft` < --config JSON < `hard` (flags given); errors from the config's own from_dict."
+    spec = get_model(algo)
+    cfg_cls = spec.config
     fields = {f.name for f in dataclasses.fields(cfg_cls)} | {f.name for f in dataclasses.fields(EnvConfig)}
     def pick(d: dict) -> dict:                        # the config's own keys, None (a flag not given) dropped at any depth
         out = {k: pick(v) if isinstance(v, dict) else v for k, v in d.items() if k in fields and v is not None}
         return {k: v for k, v in out.items() if v != {}}
-    try: return cfg_cls.from_dict(_merge(_merge(_merge(QUICKSTART[algo], pick(soft)), overrides), pick(hard)))
+    try: return cfg_cls.from_dict(_merge(_merge(_merge(spec.quickstart, pick(soft)), overrides), pick(hard)))
     except (ValueError, TypeError) as e: raise UsageError(f"{where}: {e}".replace("\n", " ")) from None
 
 def _resolve(algo=None, data=None, config=None, folds=None, train_bars=None, val_bars=None, test_bars=None,
@@ -263,7 +252,7 @@ def _resolve(algo=None, data=None, config=None, folds=None, train_bars=None, val
     if isinstance(data, os.PathLike): given["data"] = os.fspath(data)
     a = {k: DEFAULTS[k] if v is None else v for k, v in given.items()}
     _check_arg("algo", a["algo"], str)
-    if a["algo"] not in ALGOS: raise UsageError(f"--algo {a['algo']!r} is not an algorithm: use one of {', '.join(ALGOS)}")
+    if a["algo"] not in models(): raise UsageError(f"--algo {a['algo']!r} is not an algorithm: use one of {', '.join(models())}")
     _check_arg("data", a["data"], str)
     for k, lo in (("folds", 1), ("train_bars", 2), ("val_bars", 2), ("test_bars", 2), ("embargo", 0), ("epochs", 1), ("seed", 0)):
         _check_arg(k, a[k], int, lo)
@@ -306,7 +295,7 @@ def _resolve(algo=None, data=None, config=None, folds=None, train_bars=None, val
 # %% ../nbs/20_cli.ipynb #4ec4bf4b
 def _probe_trainer(rc: RunConfig, bars: pd.DataFrame) -> None:
     "Build the trainer on fold 0 and backtest it on the val bars: a setting the trainer rejects is a UsageError now."
-    trainer_cls = ALGOS[rc.algo][0]
+    trainer_cls = get_model(rc.algo).trainer
     splits = build_fold(make_features(bars), bar_log_returns(bars), rc.fold_list()[0], device=rc.device)
     try:
         trainer = trainer_cls(rc.trainer_config(), splits.train)
@@ -420,7 +409,7 @@ class Run:
     def trainer(self, fold: int, device=None):
         "A trainer for `fold` (built from config.json) holding that fold's best weights."
         c = self.config
-        t = ALGOS[c.algo][0](c.trainer_config(), self.splits(fold, device).train)
+        t = get_model(c.algo).trainer(c.trainer_config(), self.splits(fold, device).train)
         tensors, _ = self.best_tensors(fold)
         live = t.named_tensors()
         if set(live) != set(tensors): raise ValueError(f"{self.checkpoint(fold)} does not match the {c.algo} trainer's tensors")
@@ -641,7 +630,7 @@ def _write_report(run: Run) -> None:
 
 **{_verdict(run)}.**
 
-- algorithm: **{c.algo}** (`{ALGOS[c.algo][0].__name__}`, every setting in `config.json`)
+- algorithm: **{c.algo}** (`{get_model(c.algo).trainer.__name__}`, every setting in `config.json`)
 - data: {_data_label(c)}
 - walk-forward: {c.folds} folds of {c.train_bars} train / {c.val_bars} validation / {c.test_bars} test bars, embargo {c.embargo}
 - costs: {c.cost_bps:g} bp per unit of position traded; Sharpe and Sortino annualised with {_f(ppy, '{:g}')} bars a year
@@ -725,7 +714,7 @@ def _planted_rule(rc: RunConfig, feats: Tensor, rets: Tensor) -> dict | None:
 def _execute(rc: RunConfig, bars: pd.DataFrame, run_dir: Path, completed: list[FoldResult], resume_state: Path | None,
              progress: bool) -> Run:
     "Train the unfinished folds through the walk-forward driver, write results.json and the report; returns the Run."
-    trainer_cls, tcfg = ALGOS[rc.algo][0], rc.trainer_config()
+    trainer_cls, tcfg = get_model(rc.algo).trainer, rc.trainer_config()
     feats, rets, folds, times = make_features(bars), bar_log_returns(bars), rc.fold_list(), bars.index.as_unit("ns").asi8
     (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True); (run_dir / "folds").mkdir(exist_ok=True)
     _remove_orphans(run_dir)

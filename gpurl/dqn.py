@@ -16,7 +16,8 @@ from .data import FoldData
 from .env import EnvConfig, make_observation
 from .checkpoint import rng_state, set_rng_state
 from .replay import ReplayBuffer, PrioritizedReplayBuffer
-from .rainbow import RainbowConfig, RainbowLearner
+from torch import nn
+from .rainbow import RainbowConfig, RainbowLearner, RainbowNetwork
 from . import walkforward
 
 # %% auto #0
@@ -270,6 +271,17 @@ class DQNTrainer:
         "Greedy batched backtest of `data` (`gpurl.walkforward.validation_metrics`): Sharpe, Sortino, drawdown... (device)."
         return walkforward.validation_metrics(self, data)
 
+    def model_metadata(self) -> dict[str, str]:
+        "The model card every checkpoint of this trainer carries (`gpurl.walkforward.model_card`)."
+        return walkforward.model_card("dqn", f"dqn-{self.config.rainbow.head}", self.config, self.obs_dim, self.n_actions)
+
+    @classmethod
+    def policy_from(cls, config: DqnTrainerConfig, metadata: Mapping[str, str], tensors: dict[str, Tensor]) -> nn.Module:
+        "The greedy policy of a checkpoint: its online network in eval mode (mean weights, IQN midpoint taus) -> Q values."
+        net = RainbowNetwork(int(metadata["obs_dim"]), int(metadata["n_actions"]), config.rainbow)
+        net.load_state_dict(tensors)
+        return _GreedyQ(net.eval())
+
     def named_tensors(self) -> dict[str, Tensor]:
         "The online network's live tensors under stable names (what a weights checkpoint holds)."
         return self.learner.named_tensors()
@@ -316,3 +328,14 @@ class DQNTrainer:
         c = self.config
         return (f"DQNTrainer({c.rainbow.head} head, hidden={list(c.rainbow.hidden)}, n_envs={c.n_envs}, window={c.env.window}, "
                 f"acting={'table' if self.table else 'obs'}, captured={self.captured}, device={self.device})")
+
+class _GreedyQ(nn.Module):
+    "A RainbowNetwork as a policy: observations (B, obs_dim) -> Q values (B, n_actions), float32."
+    def __init__(self, net: RainbowNetwork):
+        super().__init__(); self.net = net
+    def forward(self, obs: Tensor) -> Tensor: return self.net.q_values(obs).float()
+
+walkforward.register_model("dqn", DQNTrainer, DqnTrainerConfig, quickstart=dict(   # gpurl_train's small default
+    rainbow=dict(hidden=[32, 32], lr=3e-3, gamma=0.5, cql_alpha=0.1, target_update="polyak", tau=0.01,
+                 iqn_n=16, iqn_n_prime=16, iqn_k=8, iqn_embedding_dim=16),   # as the learning test below
+    env=dict(window=1), n_envs=16, steps_per_epoch=100, batch_size=32, warmup=320, replay_capacity=20_000))

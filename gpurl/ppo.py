@@ -450,3 +450,25 @@ def train_walk_forward(cls: PpoTrainer, config: PpoTrainerConfig, folds, checkpo
                        **kwargs) -> walkforward.WalkForwardResult:
     "Every fold with a fresh trainer on its train split: `gpurl.walkforward.train_walk_forward(partial(PpoTrainer, config), ...)`."
     return walkforward.train_walk_forward(functools.partial(cls, config), folds, checkpoint_callback, **kwargs)
+
+# %% ../nbs/11_ppo.ipynb #eb61fe84
+@patch
+def model_metadata(self: PpoTrainer) -> dict[str, str]:
+    "The model card every checkpoint of this trainer carries (`gpurl.walkforward.model_card`)."
+    return walkforward.model_card("ppo", "ppo", self.config, self.net.obs_dim, self.net.n_actions)
+
+@patch(cls_method=True)
+def policy_from(cls: PpoTrainer, config: PpoTrainerConfig, metadata: dict, tensors: dict[str, Tensor]) -> nn.Module:
+    "The greedy policy of a checkpoint: its ActorCritic -> the policy logits (B, n_actions), float32."
+    net = ActorCritic(int(metadata["obs_dim"]), int(metadata["n_actions"]), config.hidden)
+    net.load_state_dict(tensors)
+    return _PolicyLogits(net.eval())
+
+class _PolicyLogits(nn.Module):
+    "An ActorCritic as a policy: observations -> logits."
+    def __init__(self, net: ActorCritic):
+        super().__init__(); self.net = net
+    def forward(self, obs: Tensor) -> Tensor: return self.net(obs)[0].float()
+
+walkforward.register_model("ppo", PpoTrainer, PpoTrainerConfig, quickstart=dict(    # gpurl_train's small default
+    env=dict(window=4, episode_len=128), n_envs=16, n_steps=64, hidden=[16, 16], lr=1e-3, iterations_per_epoch=4))

@@ -5,6 +5,7 @@
 # %% ../nbs/09_walkforward.ipynb #8795da8d
 from __future__ import annotations
 import dataclasses
+import json
 import math
 import time
 import warnings
@@ -27,8 +28,9 @@ from .checkpoint import (AsyncCheckpointer, snapshot_model_to_pinned, flatten_st
 from .pipeline import DoubleBufferedLoader, EpochPrefetcher, GpuBufferPool
 
 # %% auto #0
-__all__ = ['CheckpointCallback', 'FoldTrainer', 'BacktestableTrainer', 'DriverConfig', 'FoldResult', 'WalkForwardResult',
-           'train_fold', 'backtest_trainer', 'validation_metrics', 'train_walk_forward']
+__all__ = ['CheckpointCallback', 'MODELS', 'FoldTrainer', 'BacktestableTrainer', 'ModelSpec', 'register_model', 'model_card',
+           'DriverConfig', 'FoldResult', 'WalkForwardResult', 'train_fold', 'backtest_trainer', 'validation_metrics',
+           'train_walk_forward']
 
 # %% ../nbs/09_walkforward.ipynb #0ba36f14
 CheckpointCallback = Callable[[bytes, dict[str, str]], None]  # DESIGN.md: (safetensors bytes, str metadata), worker thread
@@ -48,6 +50,40 @@ class BacktestableTrainer(FoldTrainer, Protocol):
     "A `FoldTrainer` whose greedy policy `train_walk_forward` backtests on the val and test folds."
     env_config: EnvConfig             # the trainer's environment: window, positions, costs, annualisation
     def act_scores(self, obs: Tensor) -> Tensor: ...     # (B, obs_dim) -> (B, n_actions) scores, argmax acts
+
+# %% ../nbs/09_walkforward.ipynb #950565ca
+@dataclass(frozen=True)
+class ModelSpec:
+    "A registered model: its `--algo` name, trainer and config classes, data kind and `gpurl_train`'s small defaults."
+    name: str
+    trainer: type                       # trainer(config, train_split); classmethod policy_from(config, metadata, tensors)
+    config: type                        # a gpurl.config.Config subclass
+    data: str = "bars"                  # "bars" (OHLCV) or "lob" (order book)
+    quickstart: dict = field(default_factory=dict)   # gpurl_train's small default settings (below --config)
+
+MODELS: dict[str, ModelSpec] = {}
+_DATA_KINDS = ("bars", "lob")
+
+def register_model(name: str, trainer: type, config: type, *, data: str = "bars", quickstart: dict | None = None) -> ModelSpec:
+    "Register a model under its `--algo` name (re-registering the same classes replaces the entry)."
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"a model name must be an identifier such as 'dqn', got {name!r}")
+    if data not in _DATA_KINDS: raise ValueError(f"data must be one of {list(_DATA_KINDS)}, got {data!r}")
+    if not hasattr(trainer, "policy_from"):
+        raise TypeError(f"trainer {trainer!r} has no classmethod policy_from(config, metadata, tensors): see ModelSpec")
+    if not (isinstance(config, type) and issubclass(config, Config)):
+        raise TypeError(f"config must be a gpurl.config.Config subclass, got {config!r}")
+    old = MODELS.get(name)
+    if old is not None and (old.trainer.__qualname__, old.config.__qualname__) != (trainer.__qualname__, config.__qualname__):
+        raise ValueError(f"--algo {name!r} is already registered for {old.trainer.__qualname__}: pick another name")
+    MODELS[name] = spec = ModelSpec(name, trainer, config, data, dict(quickstart or {}))
+    return spec
+
+def model_card(algo: str, model: str, config: Config, obs_dim: int, n_actions: int) -> dict[str, str]:
+    "The metadata that rebuilds a model from a checkpoint alone: registry name, model kind, config JSON, sizes, version."
+    from gpurl import __version__
+    return {"algo": algo, "model": model, "trainer_config": json.dumps(config.to_dict(), separators=(",", ":")),
+            "obs_dim": str(int(obs_dim)), "n_actions": str(int(n_actions)), "gpurl_version": __version__}
 
 # %% ../nbs/09_walkforward.ipynb #9d0450cc
 @dataclass
@@ -260,11 +296,12 @@ def _unpack(data, fold: int | None):
     raise TypeError(f"data must be a FoldSplits or a (train, val) tuple of FoldData, got {type(data).__name__}")
 
 # %% ../nbs/09_walkforward.ipynb #b65a098d
-def _meta(fold: int, kind: str, epoch: int, step: int, m: dict, metric: str, h: str) -> dict[str, str]:
-    "The string metadata of one checkpoint (gpurl.checkpoint's standard fields plus metric and lr)."
+def _meta(fold: int, kind: str, epoch: int, step: int, m: dict, metric: str, h: str,
+          model: dict[str, str]) -> dict[str, str]:
+    "The string metadata of one checkpoint (gpurl.checkpoint's standard fields, metric, lr and the model's own card)."
     extra = {} if metric == "sharpe" else {f"val_{metric}": m[f"val_{metric}"]}
     return checkpoint_metadata(epoch=epoch, fold=fold, kind=kind, val_sharpe=m.get("val_sharpe", math.nan), step=step,
-                               config=h, metric=metric, lr=m["lr"], **extra)
+                               config=h, metric=metric, lr=m["lr"], **model, **extra)
 
 _DRIVER_KEYS = frozenset(f.name for f in dataclasses.fields(DriverConfig))
 
@@ -298,6 +335,7 @@ def train_fold(trainer: FoldTrainer, data: FoldSplits | tuple[FoldData, FoldData
     _check_trainer(trainer)
     _, val, fold = _unpack(data, fold)             # the train split is the trainer's own; the test split never enters
     h = config_hash or _run_hash(trainer, cfg)
+    card = dict(trainer.model_metadata()) if hasattr(trainer, "model_metadata") else {}   # what rebuilds the model
     live = trainer.named_tensors()
     best = {k: pool.acquire(v.shape, v.dtype, v.device) if pool is not None else torch.empty_like(v)
             for k, v in live.items()}
@@ -325,7 +363,7 @@ def train_fold(trainer: FoldTrainer, data: FoldSplits | tuple[FoldData, FoldData
             value = m[f"val_{cfg.metric}"]
             st.history.append({"epoch": float(epoch), **m})
             step = int(m["train_step"]) if "train_step" in m else epoch + 1
-            meta = lambda kind: _meta(fold, kind, epoch, step, m, cfg.metric, h)
+            meta = lambda kind: _meta(fold, kind, epoch, step, m, cfg.metric, h, card)
             if _improved(value, st.best_metric, cfg.mode, cfg.min_delta):
                 _copy_tensors_(best, trainer.named_tensors())
                 st.best_metric, st.best_epoch, st.since_improve, st.since_plateau = value, epoch, 0, 0
