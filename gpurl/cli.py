@@ -24,7 +24,6 @@ from .config import Config, json_safe
 from .data import (synthetic_market, load_ohlcv, make_features, bar_log_returns, walk_forward_folds, build_fold,
                         check_fold_capacity, fold_min_rows, periods_per_year, feature_names, Fold, FoldSplits, OHLCV)
 from .metrics import performance_summary
-from .env import EnvConfig
 from .checkpoint import atomic_write_bytes, load_checkpoint
 from .walkforward import DriverConfig, FoldResult, WalkForwardResult, train_walk_forward, backtest_trainer
 from .registry import models, get_model
@@ -236,10 +235,11 @@ def _trainer_config(algo: str, overrides: dict, soft: dict, hard: dict, where: s
     "Trainer defaults < the model's quickstart < `soft` < --config JSON < `hard` (flags given); errors from the config's own from_dict."
     spec = get_model(algo)
     cfg_cls = spec.config
-    fields = {f.name for f in dataclasses.fields(cfg_cls)} | {f.name for f in dataclasses.fields(EnvConfig)}
-    def pick(d: dict) -> dict:                        # the config's own keys, None (a flag not given) dropped at any depth
-        out = {k: pick(v) if isinstance(v, dict) else v for k, v in d.items() if k in fields and v is not None}
+    fields = {f.name for f in dataclasses.fields(cfg_cls)}
+    def given(d: dict) -> dict:                       # None (a flag not given) dropped at any depth
+        out = {k: given(v) if isinstance(v, dict) else v for k, v in d.items() if v is not None}
         return {k: v for k, v in out.items() if v != {}}
+    pick = lambda d: {k: v for k, v in given(d).items() if k in fields}   # the config's own keys
     try: return cfg_cls.from_dict(_merge(_merge(_merge(spec.quickstart, pick(soft)), overrides), pick(hard)))
     except (ValueError, TypeError) as e: raise UsageError(f"{where}: {e}".replace("\n", " ")) from None
 

@@ -29,7 +29,7 @@ _ACTING = ("auto", "table", "obs")
 @dataclass
 class DqnTrainerConfig(Config):
     "DQN trainer settings: the learner's RainbowConfig (`rainbow`, every flag on), the env (`env`), replay, schedule, acting."
-    renamed = {k: f"env.{k}" for k in ("window", "positions", "cost_bps", "slippage_bps", "episode_len", "periods_per_year")}
+    renamed = {f.name: f"env.{f.name}" for f in fields(EnvConfig)}   # the env settings moved under `env`
     rainbow: RainbowConfig = field(default_factory=RainbowConfig)  # learner: flags, lr, gamma, widths, target update, grad accumulation
     env: EnvConfig = field(default_factory=EnvConfig)  # the trading env: window, positions, costs, episode_len, annualisation
     n_envs: int = 32                 # envs stepped together; with batch 256, learn_every 1: 8 replayed samples per new

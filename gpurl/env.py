@@ -389,6 +389,10 @@ class TradingEnv:
         self.advance(actions)
         return self.obs, self.reward, self.terminated, self.truncated
 
+    def observation_at(self, bar: Tensor, position: Tensor) -> Tensor:
+        "The observation of states (bar, position index): what the env serves there, also the final one of an ended episode."
+        return make_observation(self.features, bar, self.position_values[position], self.window)
+
     def state_tensors(self) -> list[Tensor]:
         "Every tensor `step` updates in place (state, restarts, episode ends, scratch, reward, the end flags, observation buffer)."
         ts = [self._state, self._restart, self._end, self._flat, self._next, self._next_row, self.reward, self.terminated,
@@ -611,5 +615,5 @@ class GymTradingEnv(_gym.Env if _gym is not None else object):
         obs, reward, terminated, truncated = e.step(torch.tensor([a], device=e.device))
         r, te, tr = float(reward[0]), bool(terminated[0]), bool(truncated[0])
         if not (te or tr): return self._host(obs[0]), r, False, False, self._info(bar + 1, a)
-        final = make_observation(e.features, torch.tensor([bar + 1], device=e.device), e.position_values[a], e.window)
+        final = e.observation_at(torch.tensor([bar + 1], device=e.device), torch.tensor([a], device=e.device))
         return self._host(final[0]), r, te, tr, self._info(bar + 1, a)   # the final observation, not the restarted one

@@ -8,7 +8,7 @@ import dataclasses
 import functools
 import math
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import torch
 import torch.nn as nn
@@ -19,7 +19,7 @@ from fastcore.basics import patch
 from .config import Config, config_error
 from .hardware import MixedPrecisionConfig, align_to_tensor_cores, capture_graph, cuda_graphs_available, TrainerGlobals
 from .data import FoldData
-from .env import EnvConfig, make_observation
+from .env import EnvConfig
 from .checkpoint import rng_state, set_rng_state
 from . import walkforward
 from .walkforward import DriverConfig
@@ -33,9 +33,7 @@ _PRECISIONS = ("auto", "fp32", "tf32", "bf16")
 @dataclass
 class PpoTrainerConfig(Config):
     "PPO hyperparameters (CleanRL `ppo.py` defaults), the trading environment and the systems switches."
-    renamed = {"window": "env.window", "positions": "env.positions", "cost_bps": "env.cost_bps",
-               "slippage_bps": "env.slippage_bps", "episode_len": "env.episode_len",
-               "periods_per_year": "env.periods_per_year", "learning_rate": "lr", "cuda_graphs": "cuda_graph"}
+    renamed = {**{f.name: f"env.{f.name}" for f in fields(EnvConfig)}, "learning_rate": "lr", "cuda_graphs": "cuda_graph"}
     # --- PPO: CleanRL ppo.py; "detail k" = Huang et al. 2022, The 37 Implementation Details of PPO ---
     lr: float = 2.5e-4                 # CleanRL learning_rate (Adam)
     anneal_lr: bool = True             # CleanRL anneal_lr: linear decay to 0 (detail 4)
@@ -250,7 +248,7 @@ class PpoTrainer:
 
     def observe(self, bar: Tensor, position: Tensor) -> Tensor:
         "Observations rebuilt from env states (bar, position index): what the env served in that state."
-        return make_observation(self.env.features, bar, self.env.position_values[position], self.env.window)
+        return self.env.observation_at(bar, position)
 
     # ---- one PPO iteration: device tensors only, no host sync, static shapes ----
     def _rollout(self) -> None:

@@ -436,7 +436,8 @@ class RainbowLearner:
             net._bind_noise()
         self._reset_noise()                                       # each network its own noise, one draw
         cuda = dev.type == "cuda"
-        # CUDA: the fused Adam kernel (2 launches per step) with device-side step counters and lr: capturable
+        # torch's Adam holds the state layout (moments, device-side step counters on CUDA) and the device lr that
+        # checkpoints and the driver use; the update itself steps Adam on the flat buffers (`_update`)
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=torch.tensor(cfg.lr, device=dev),
                                           eps=cfg.adam_eps, capturable=cuda, fused=cuda or None, foreach=False)
         self._lr = self.optimizer.param_groups[0]["lr"]
