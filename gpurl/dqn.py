@@ -11,13 +11,14 @@ from typing import Any, Callable, Iterable, Mapping
 import torch
 from torch import Tensor
 from .config import Config, config_error
-from .hardware import align_to_tensor_cores, cuda_graphs_available, capture_compile, capture_graph, TrainerGlobals
+from .hardware import (align_to_tensor_cores, cuda_graphs_available, capture_compile, capture_graph, TrainerGlobals,
+                            rng_state, set_rng_state)
 from .data import FoldData
 from .env import EnvConfig, make_observation
-from .checkpoint import rng_state, set_rng_state
 from .replay import ReplayBuffer, PrioritizedReplayBuffer
 from torch import nn
-from .rainbow import RainbowConfig, RainbowLearner, RainbowNetwork
+from .rainbow import RainbowConfig, RainbowNetwork
+from .learner import RainbowLearner
 from . import walkforward
 
 # %% auto #0

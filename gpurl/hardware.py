@@ -5,7 +5,7 @@
 # %% ../nbs/00_hardware.ipynb #bf756c4b
 from __future__ import annotations
 import os, random, warnings, re, functools
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass
 import numpy as np
@@ -13,8 +13,8 @@ import torch
 
 # %% auto #0
 __all__ = ['GiB', 'KNOWN_BUDGETS', 'BF16_MIN_WIDTH', 'default_device', 'is_cuda', 'cuda_graphs_available', 'seed_everything',
-           'align_to_tensor_cores', 'HardwareBudget', 'MixedPrecisionConfig', 'TrainerGlobals', 'capture_compile',
-           'capture_graph', 'gpurl_info']
+           'align_to_tensor_cores', 'HardwareBudget', 'MixedPrecisionConfig', 'TrainerGlobals', 'rng_state',
+           'set_rng_state', 'capture_compile', 'capture_graph', 'gpurl_info']
 
 # %% ../nbs/00_hardware.ipynb #164dcc45
 def default_device() -> torch.device:
@@ -237,6 +237,35 @@ def _set_tf32(matmul: bool, cudnn: bool) -> None:
     "Set the TF32 flags, writing only those that differ (each write is process-global)."
     if torch.backends.cuda.matmul.allow_tf32 != matmul: torch.backends.cuda.matmul.allow_tf32 = matmul
     if torch.backends.cudnn.allow_tf32 != cudnn: torch.backends.cudnn.allow_tf32 = cudnn
+
+# %% ../nbs/00_hardware.ipynb #2c9a27dc
+def rng_state() -> dict:
+    "RNG states of torch (CPU, and every CUDA device if available), numpy's global generator and `random`."
+    ns = np.random.get_state(legacy=True)
+    ps = random.getstate()
+    st_ = {"torch": torch.get_rng_state(),
+           "numpy": {"kind": ns[0], "keys": torch.from_numpy(np.asarray(ns[1], dtype=np.uint32).view(np.uint8).copy()),
+                     "pos": int(ns[2]), "has_gauss": int(ns[3]), "cached_gaussian": float(ns[4])},
+           "python": {"version": ps[0], "state": torch.from_numpy(np.asarray(ps[1], dtype=np.uint32).view(np.uint8).copy()),
+                      "gauss_next": ps[2]}}
+    if torch.cuda.is_available(): st_["cuda"] = list(torch.cuda.get_rng_state_all())
+    return st_
+
+def set_rng_state(state: Mapping) -> None:
+    "Restore the RNG states captured by `rng_state()` (CUDA states only where CUDA is available)."
+    torch.set_rng_state(state["torch"].cpu().contiguous())
+    n = state["numpy"]
+    keys = n["keys"].cpu().contiguous().numpy().view(np.uint32)
+    np.random.set_state((n["kind"], keys, n["pos"], n["has_gauss"], n["cached_gaussian"]))
+    p = state["python"]
+    random.setstate((p["version"], tuple(int(v) for v in p["state"].cpu().contiguous().numpy().view(np.uint32)), p["gauss_next"]))
+    if "cuda" in state:
+        if torch.cuda.is_available():
+            cs = [s.cpu().contiguous() for s in state["cuda"]]
+            if len(cs) != torch.cuda.device_count():
+                warnings.warn(f"checkpoint has CUDA RNG states of {len(cs)} devices, this machine {torch.cuda.device_count()}; restoring the common ones")
+            for i, s in enumerate(cs[:torch.cuda.device_count()]): torch.cuda.set_rng_state(s, i)
+        else: warnings.warn("checkpoint holds CUDA RNG states but CUDA is not available: they are not restored")
 
 # %% ../nbs/00_hardware.ipynb #c26f5bb3
 def capture_compile(fn: Callable) -> Callable:

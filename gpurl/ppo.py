@@ -17,10 +17,10 @@ from torch import Tensor
 from fastcore.basics import patch
 
 from .config import Config, config_error
-from .hardware import MixedPrecisionConfig, align_to_tensor_cores, capture_graph, cuda_graphs_available, TrainerGlobals
+from .hardware import (MixedPrecisionConfig, align_to_tensor_cores, capture_graph, cuda_graphs_available,
+                            TrainerGlobals, rng_state, set_rng_state)
 from .data import FoldData
 from .env import EnvConfig
-from .checkpoint import rng_state, set_rng_state
 from . import walkforward
 from .walkforward import DriverConfig
 

@@ -17,14 +17,15 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
-from .hardware import default_device
+from .hardware import default_device, rng_state, set_rng_state
 from .config import Config, json_safe
 from .data import FoldData, FoldSplits
 from .metrics import performance_summary, deflated_sharpe_ratio
 from .env import BacktestResult, EnvConfig
 from .metrics import sharpe_ratio, sortino_ratio, max_drawdown, turnover
-from .checkpoint import (AsyncCheckpointer, snapshot_model_to_pinned, flatten_state, unflatten_state,
-                              load_checkpoint, rng_state, set_rng_state, config_hash, checkpoint_metadata)
+from .checkpoint import (AsyncCheckpointer, snapshot_model_to_pinned, load_checkpoint, config_hash,
+                              checkpoint_metadata)
+from .state import flatten_state, unflatten_state
 from .pipeline import DoubleBufferedLoader, EpochPrefetcher, GpuBufferPool
 
 # %% auto #0
@@ -33,7 +34,7 @@ __all__ = ['CheckpointCallback', 'MODELS', 'FoldTrainer', 'BacktestableTrainer',
            'train_walk_forward']
 
 # %% ../nbs/09_walkforward.ipynb #0ba36f14
-CheckpointCallback = Callable[[bytes, dict[str, str]], None]  # DESIGN.md: (safetensors bytes, str metadata), worker thread
+CheckpointCallback = Callable[[bytearray, dict[str, str]], None]  # (the safetensors file's bytes, its str metadata), on the checkpoint worker thread
 
 @runtime_checkable
 class FoldTrainer(Protocol):
@@ -510,7 +511,7 @@ def train_walk_forward(trainer_factory: Callable[[FoldData], BacktestableTrainer
         for k, splits in enumerate(it):
             if not isinstance(splits, FoldSplits):
                 raise TypeError(f"fold source {len(results)} gave a {type(splits).__name__}, not a FoldSplits (build it with "
-                                f"gpurl.data.build_fold or save it with gpurl.pipeline.save_fold)")
+                                f"gpurl.data.build_fold or save it with gpurl.foldfile.save_fold)")
             trainer = trainer_factory(splits.train)                  # the train split only
             if not isinstance(trainer, BacktestableTrainer): backtest_trainer(trainer, splits.val)    # raises the TypeError
             fr = train_fold(trainer, (splits.train, splits.val), driver, checkpoint_callback, fold=splits.fold.index,

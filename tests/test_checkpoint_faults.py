@@ -5,8 +5,10 @@ import errno, json, os, stat, subprocess, sys
 import pytest
 import torch
 
-from gpurl.checkpoint import (AsyncCheckpointer, CheckpointError, SnapshotRing, atomic_write_bytes, flatten_state,
-                              load_checkpoint, rng_state, snapshot_model_to_pinned, unflatten_state)
+from gpurl.checkpoint import (AsyncCheckpointer, CheckpointError, SnapshotRing, atomic_write_bytes, load_checkpoint,
+                              snapshot_model_to_pinned)
+from gpurl.hardware import rng_state
+from gpurl.state import flatten_state, unflatten_state
 
 TEMPLATE = "fold{fold}_{kind}.safetensors"
 

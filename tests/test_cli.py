@@ -122,7 +122,7 @@ def test_yahoo_csv_round_trip(tmp_path):
     r = _run(["--algo", "ppo", "--data", "SPY.csv", "--config", cfg, "--folds", 1, "--train_bars", 150, "--val_bars", 50,
               "--test_bars", 50, "--epochs", 2, "--device", "cpu", "--quiet", "--out", "runs/spy"], tmp_path)
     assert r.returncode == 0, r.stderr[-4000:]
-    from gpurl.cli import load_run
+    from gpurl.run import load_run
     run = load_run(tmp_path / "runs" / "spy")
     assert run.config.data == str((tmp_path / "SPY.csv").resolve()) and run.config.data_info["n_bars"] == 300
     assert run.config.data_info["adjusted"] and run.config.data_info["periods_per_year"] == 252.0

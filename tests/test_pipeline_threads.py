@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from gpurl.data import FoldData
-from gpurl.pipeline import EpochPrefetcher, GpuBufferPool, PrefetchError, save_fold
+from gpurl.foldfile import save_fold
+from gpurl.pipeline import EpochPrefetcher, GpuBufferPool, PrefetchError
 
 
 def _threads():
