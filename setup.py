@@ -10,7 +10,10 @@ statuses = ['1 - Planning', '2 - Pre-Alpha', '3 - Alpha', '4 - Beta', '5 - Produ
 py_versions = '3.10 3.11 3.12 3.13'.split()
 extras = {'dev': shlex.split(cfg.get('dev_requirements', '')),
           'parquet': ['pyarrow'],
-          'gym': ['gymnasium']}
+          'gym': ['gymnasium'],
+          # peer libraries the tests and benchmarks compare with (quantstats: tear sheets; SB3 + gym-anytrading: the
+          # PPO baseline; ncps: liquid networks)
+          'peers': ['quantstats', 'stable-baselines3', 'gym-anytrading', 'ncps']}
 
 setuptools.setup(
     name=cfg['lib_name'], version=cfg['version'], description=cfg['description'],
