@@ -261,6 +261,7 @@ def _execute(rc: RunConfig, bars: pd.DataFrame, run_dir: Path, completed: list[F
     template = str(run_dir / "checkpoints").replace("{", "{{").replace("}", "}}") + "/fold{fold}_{kind}.safetensors"
     sources = [partial(build_fold, feats, rets, f, device="cpu") for f in folds]
     seed_everything(rc.seed)
+    epoch_bars = progress and sys.stderr.isatty()      # into a log file: the one fold bar, a line per fold
     bar = tqdm(total=rc.folds, initial=len(completed), desc=f"{rc.algo} walk-forward", unit="fold", disable=not progress,
                dynamic_ncols=True)
     mf = open(run_dir / "metrics.jsonl", "a")
@@ -276,7 +277,7 @@ def _execute(rc: RunConfig, bars: pd.DataFrame, run_dir: Path, completed: list[F
     threads = torch.get_num_threads()
     if torch.device(rc.device).type == "cpu" and "OMP_NUM_THREADS" not in os.environ: torch.set_num_threads(1)
     try:
-        wf = train_walk_forward(partial(trainer_cls, tcfg), sources, template, device=rc.device, progress=progress,
+        wf = train_walk_forward(partial(trainer_cls, tcfg), sources, template, device=rc.device, progress=epoch_bars,
                                 on_epoch_end=on_epoch_end, on_fold_end=on_fold_end, completed=completed,
                                 resume_state=resume_state, driver=DriverConfig.from_dict(rc.driver))
     finally:

@@ -150,7 +150,7 @@ def _require_pyarrow():
         raise ImportError("reading parquet files needs pyarrow, which gpurl keeps optional: "
                           "pip install gpurl[parquet]  (or pip install pyarrow)") from e
 
-def _read_table(path_or_frame) -> pd.DataFrame:
+def _read_table(path_or_frame, encoding: str) -> pd.DataFrame:
     if isinstance(path_or_frame, pd.DataFrame): return path_or_frame.copy()
     if not isinstance(path_or_frame, (str, Path)):
         raise TypeError(f"load_ohlcv takes a CSV/parquet path or a pandas DataFrame, got {type(path_or_frame).__name__}")
@@ -159,7 +159,11 @@ def _read_table(path_or_frame) -> pd.DataFrame:
     if path.suffix.lower() in (".parquet", ".pq", ".parq"):
         _require_pyarrow()
         return pd.read_parquet(path, engine="pyarrow")
-    return pd.read_csv(path)
+    try: return pd.read_csv(path, encoding=encoding)
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: the file is not {encoding} ({e.reason} at byte {e.start}); re-save it as UTF-8 or "
+                         "pass encoding= (e.g. encoding='latin-1')") from None
+    except LookupError: raise ValueError(f"encoding={encoding!r} is not a text encoding Python knows; use e.g. 'utf-8'") from None
 
 def _parse_times(col: pd.Series) -> pd.DatetimeIndex:
     if pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col):
@@ -177,22 +181,30 @@ def _parse_times(col: pd.Series) -> pd.DatetimeIndex:
                          f"at row {i}: use ISO dates such as 2020-01-31 or 2020-01-31 09:30")
     return pd.DatetimeIndex(parsed, name="timestamp")
 
-def _time_index(df: pd.DataFrame, original_names: list) -> tuple[pd.DatetimeIndex, list]:
-    "The bar times and the columns they came from."
+def _time_index(df: pd.DataFrame, original_names: list, date_col: str | None = None) -> tuple[pd.DatetimeIndex, list]:
+    "The bar times and the columns they came from: `date_col`, else a column named like a time, else pandas' unnamed index."
     cols = list(df.columns)
+    if date_col is not None:
+        name = _norm_name(date_col)
+        if name not in cols: raise ValueError(f"date_col {date_col!r} is not a column; the columns are {original_names}")
+        return _parse_times(df[name]), [name]
     if "date" in cols and "time" in cols and not {"timestamp", "datetime", "date_time"} & set(cols):
         joined = df["date"].astype(str) + " " + df["time"].astype(str)
         return _parse_times(joined.rename("date + time")), ["date", "time"]
     for name in _TIME_NAMES:
         if name in cols: return _parse_times(df[name]), [name]
     if isinstance(df.index, pd.DatetimeIndex): return pd.DatetimeIndex(df.index, name="timestamp"), []
-    raise ValueError(f"no date/time column: expected one named timestamp, datetime, date or time (case-insensitive) "
-                     f"or a DatetimeIndex; found columns {original_names}")
+    if cols and cols[0].startswith("unnamed:"):         # DataFrame.to_csv() writes the index as an unnamed first column
+        try: return _parse_times(df[cols[0]]), [cols[0]]
+        except ValueError: pass
+    raise ValueError(f"no date/time column: expected one named timestamp, datetime, date or time (case-insensitive), "
+                     f"a DatetimeIndex, or date_col= (--date_col) naming it; found columns {original_names}")
 
 # %% ../nbs/01_data.ipynb #6db29824
-def load_ohlcv(path_or_frame: str | Path | pd.DataFrame, *, min_rows: int = 2) -> pd.DataFrame:
-    "Read and check real OHLCV bars (CSV, parquet or DataFrame) into synthetic_market's layout (+ `adj_close` if given)."
-    df = _read_table(path_or_frame)
+def load_ohlcv(path_or_frame: str | Path | pd.DataFrame, *, min_rows: int = 2, date_col: str | None = None,
+               adjust: bool = True, encoding: str = "utf-8") -> pd.DataFrame:
+    "Read and check real OHLCV bars (CSV, parquet or DataFrame) into synthetic_market's layout, back-adjusted by `adj_close`."
+    df = _read_table(path_or_frame, encoding)
     original = [str(c) for c in df.columns]
     if df.index.name is not None and _norm_name(df.index.name) in _TIME_NAMES: df = df.reset_index()
     df.columns = [_norm_name(c) for c in df.columns]
@@ -202,7 +214,7 @@ def load_ohlcv(path_or_frame: str | Path | pd.DataFrame, *, min_rows: int = 2) -
     if missing:
         raise ValueError(f"missing column(s) {missing}: OHLCV bars need open, high, low, close, volume and a "
                          f"date/time column (case-insensitive); found {original}")
-    index, _ = _time_index(df, original)
+    index, _ = _time_index(df, original, date_col)
     keep = list(OHLCV) + (["adj_close"] if "adj_close" in df.columns else [])
     out = {}
     for c in keep:
@@ -245,10 +257,18 @@ def load_ohlcv(path_or_frame: str | Path | pd.DataFrame, *, min_rows: int = 2) -
         raise ValueError(f"high < low in {int(bad.sum())} bar(s), first at row {i} ({index[i]}: high {out['high'][i]}, "
                          f"low {out['low'][i]}): are the high/low columns swapped?")
     if n < min_rows:
-        raise ValueError(f"only {n} bars, but at least {min_rows} are needed (min_rows): for walk-forward folds that is "
-                         "fold_min_rows(train, val, test, step, embargo, n_folds); load a longer history or use "
-                         "shorter/fewer folds")
-    return pd.DataFrame(out, index=index)
+        raise ValueError(f"{n} bars found, {min_rows} needed: load a longer history (for walk-forward folds, or use shorter "
+                         "or fewer folds)")
+    return _back_adjusted(pd.DataFrame(out, index=index)) if adjust else pd.DataFrame(out, index=index)
+
+def _back_adjusted(bars: pd.DataFrame) -> pd.DataFrame:
+    "Open/high/low/close scaled by adj_close / close (splits and dividends are not returns), adj_close dropped."
+    out = bars.drop(columns="adj_close", errors="ignore")
+    out.attrs["adjusted"] = "adj_close" in bars.columns
+    if out.attrs["adjusted"]:
+        f = bars["adj_close"] / bars["close"]
+        for c in ("open", "high", "low", "close"): out[c] = bars[c] * f
+    return out
 
 # %% ../nbs/01_data.ipynb #37458696
 _LOOKBACKS = (1, 2, 3, 5, 10)

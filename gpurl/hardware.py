@@ -8,6 +8,7 @@ import os, random, warnings, re, functools
 from typing import Callable, Iterable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass
+from fastcore.script import call_parse
 import numpy as np
 import torch
 
@@ -316,10 +317,11 @@ def capture_graph(fn: Callable[[], object], *, state: Callable[[], Iterable[torc
     return replay
 
 # %% ../nbs/00_hardware.ipynb #36e72476
-def gpurl_info() -> None:
-    "Print the hardware budget and the mixed-precision policy of the default device (console script `gpurl_info`)."
+@call_parse
+def gpurl_info(device: str = None):  # cpu, cuda or cuda:N (default: cuda when available; env GPURL_DEVICE overrides)
+    "Print the hardware budget and the mixed-precision policy of a device (console script `gpurl_info`)."
     import gpurl
-    dev = default_device()
+    dev = torch.device(device) if device else default_device()
     print(f"gpurl {gpurl.__version__}, torch {torch.__version__}, device {dev}")
     print("budget:", HardwareBudget.detect(dev))
     print("policy (small nets):", MixedPrecisionConfig.detect(dev).reason)

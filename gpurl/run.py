@@ -44,14 +44,6 @@ def _bars_per_year(index: pd.DatetimeIndex) -> float:
         return 252.0 if days < 3.5 else 52.0 if days < 10 else 12.0 if days < 45 else 4.0 if days < 120 else 1.0
     return periods_per_year(f"{max(round(sec), 1)}s")
 
-def _adjust(bars: pd.DataFrame) -> pd.DataFrame:
-    "Back-adjust open/high/low/close by adj_close / close (splits and dividends are not returns); drop adj_close."
-    if "adj_close" not in bars.columns: return bars
-    f = bars["adj_close"] / bars["close"]
-    out = bars.drop(columns="adj_close").copy()
-    for c in ("open", "high", "low", "close"): out[c] = bars[c] * f
-    return out
-
 def load_bars(data: str, synthetic: dict, min_rows: int) -> tuple[pd.DataFrame, dict]:
     "The bars of a run (`data`: 'synthetic' or a CSV / parquet path) and their description (source, size, dates, fingerprint, bars per year)."
     if data == "synthetic":
@@ -71,8 +63,8 @@ def load_bars(data: str, synthetic: dict, min_rows: int) -> tuple[pd.DataFrame, 
             raise ValueError(f"--data {data}: {e}".replace("\n", " ")) from None
         except Exception as e:    # pandas parser errors and friends: still the user's file
             raise ValueError(f"--data {data}: cannot read it ({type(e).__name__}: {e})".replace("\n", " ")) from None
-        bars = _adjust(raw)
-        info = {"source": str(p.resolve()), "adjusted": "adj_close" in raw.columns,
+        bars = raw
+        info = {"source": str(p.resolve()), "adjusted": raw.attrs["adjusted"],
                 "periods_per_year": _bars_per_year(bars.index)}
     info.update(n_bars=len(bars), first=str(bars.index[0]), last=str(bars.index[-1]), fingerprint=_fingerprint(bars))
     return bars, info
