@@ -5,7 +5,9 @@
 # %% ../nbs/21_cli.ipynb #f71bd039
 from __future__ import annotations
 import dataclasses, datetime, json, math, os, shlex, signal, sys, time
+from dataclasses import dataclass
 from functools import partial
+from typing import Callable
 from pathlib import Path
 
 import numpy as np
@@ -22,13 +24,14 @@ from .data import (make_features, bar_log_returns, build_fold, check_fold_capaci
                         feature_names)
 from .metrics import performance_summary
 from .checkpoint import atomic_write_bytes
+from .state import read_safetensors_header
 from .walkforward import DriverConfig, FoldResult, train_walk_forward, backtest_trainer
 from .registry import models, get_model
 from .run import (SYNTHETIC, Run, RunConfig, load_bars, load_run, load_fold_results, read_jsonl, save_fold_result,
                        write_json, write_report)
 
 # %% auto #0
-__all__ = ['DEFAULTS', 'UsageError', 'train', 'gpurl_train']
+__all__ = ['DEFAULTS', 'UsageError', 'ResumePoint', 'train', 'gpurl_train']
 
 # %% ../nbs/21_cli.ipynb #b308a0a8
 DEFAULTS = dict(algo="dqn", data="synthetic", folds=3, train_bars=1000, val_bars=300, test_bars=400, embargo=0,
@@ -292,7 +295,7 @@ def _execute(rc: RunConfig, bars: pd.DataFrame, run_dir: Path, completed: list[F
     return run
 
 # %% ../nbs/21_cli.ipynb #f0309ded
-def _plan_resume(resume, device, gpu_ids, others: dict) -> tuple[RunConfig, pd.DataFrame, Path, list[FoldResult], Path | None]:
+def _plan_resume(resume, device, gpu_ids, others: dict) -> tuple[RunConfig, pd.DataFrame, Path, list[FoldResult], ResumePoint]:
     "Check a --resume request (run directory, same data, device) and find where to continue; writes nothing."
     extra = [_flag(k) for k, v in others.items() if v is not None]
     if extra: raise UsageError(f"--resume continues {resume} with the settings in its config.json: drop {', '.join(extra)} "
@@ -315,9 +318,69 @@ def _plan_resume(resume, device, gpu_ids, others: dict) -> tuple[RunConfig, pd.D
     if info["fingerprint"] != rc.data_info["fingerprint"]:
         raise UsageError(f"--resume {resume}: {rc.data} no longer holds the bars this run trained on (fingerprint "
                          f"{info['fingerprint']} vs {rc.data_info['fingerprint']}); restore the file or start a new run")
-    done, _ = load_fold_results(p, rc.folds)
-    state = p / "checkpoints" / f"fold{len(done)}_last_state.safetensors"
-    return rc, bars, p, done, (state if len(done) < rc.folds and state.is_file() else None)
+    point = _resume_point(p, rc.folds)
+    done, _ = load_fold_results(p, point.done)
+    return rc, bars, p, done, point
+
+# %% ../nbs/21_cli.ipynb #b0c9a083
+@dataclass
+class ResumePoint:
+    "Where --resume continues: folds whose files all read back, the last state to start from, files to set aside."
+    done: int                                 # finished folds, every file intact
+    state: Path | None                        # the next fold's last-state checkpoint (None: from its first epoch)
+    set_aside: list[tuple[Path, str]]         # unusable files and why: renamed to NAME.corrupt before training
+
+def _unreadable(path: Path, read) -> str | None:
+    "Why `read(path)` fails (None when the file reads back)."
+    try: read(path)
+    except (ValueError, TypeError, KeyError, OSError) as e: return f"{type(e).__name__}: {e}".replace("\n", " ")
+    return None
+
+def _fold_files(run_dir: Path, k: int) -> dict[Path, Callable]:
+    "A finished fold's files and how each is read back."
+    return {run_dir / "folds" / f"fold{k}.json": lambda p: FoldResult.from_dict(json.loads(p.read_text())),
+            run_dir / "folds" / f"fold{k}_test.safetensors": read_safetensors_header,
+            run_dir / "checkpoints" / f"fold{k}_best.safetensors": read_safetensors_header}
+
+# %% ../nbs/21_cli.ipynb #739a9fb3
+def _torn_metrics(run_dir: Path) -> tuple[set[tuple[int, int]], list[int]]:
+    "The (fold, epoch) pairs metrics.jsonl holds and the numbers of its lines that do not parse."
+    path, rows, torn = run_dir / "metrics.jsonl", set(), []
+    if not path.is_file(): return rows, torn
+    for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        try: r = json.loads(line); rows.add((int(r["fold"]), int(r["epoch"])))
+        except (ValueError, KeyError, TypeError): torn.append(n)
+    return rows, torn
+
+def _resume_point(run_dir: Path, n_folds: int) -> ResumePoint:
+    "Check every file --resume will use (writes nothing): see ResumePoint."
+    aside, done = [], 0
+    while done < n_folds and (run_dir / "folds" / f"fold{done}.json").is_file():
+        bad = {p: "missing" if not p.is_file() else _unreadable(p, read) for p, read in _fold_files(run_dir, done).items()}
+        bad = {p: why for p, why in bad.items() if why}
+        if bad:
+            for k in range(done, n_folds):
+                aside += [(p, bad.get(p, f"fold {done} is trained again, so fold {k}'s results are rebuilt"))
+                          for p in _fold_files(run_dir, k) if p.is_file()]
+            break
+        done += 1
+    state = run_dir / "checkpoints" / f"fold{done}_last_state.safetensors"
+    if done == n_folds or not state.is_file(): return ResumePoint(done, None, aside)
+    why = _unreadable(state, read_safetensors_header)
+    if why is None:
+        rows, torn = _torn_metrics(run_dir)
+        lost = [e for e in range(_last_state_epochs(state)) if (done, e) not in rows]
+        if lost: why = f"metrics.jsonl has no line for fold {done}'s epoch(s) {lost}" + (f" (torn line(s) {torn})" if torn else "")
+    return ResumePoint(done, None, aside + [(state, why)]) if why else ResumePoint(done, state, aside)
+
+def _set_aside(point: ResumePoint) -> None:
+    "Rename the unusable files to NAME.corrupt (never overwriting one) and say what is rebuilt."
+    for path, why in point.set_aside:
+        dest, i = path.with_name(path.name + ".corrupt"), 1
+        while dest.exists(): i += 1; dest = path.with_name(f"{path.name}.corrupt{i}")
+        path.rename(dest)
+        print(f"gpurl_train: --resume: {path} cannot be used ({why}); kept as {dest.name}, rebuilt by this run",
+              file=sys.stderr)
 
 # %% ../nbs/21_cli.ipynb #8286a5a3
 def train(algo: str | None = None, data: str | None = None, config: str | dict | None = None, folds: int | None = None,
@@ -330,8 +393,8 @@ def train(algo: str | None = None, data: str | None = None, config: str | dict |
                  test_bars=test_bars, embargo=embargo, cost_bps=cost_bps, epochs=epochs, seed=seed)
     if resume is not None:
         if out is not None: raise UsageError(f"--resume {resume} continues that directory: drop --out {out}")
-        rc, bars, run_dir, completed, state = _plan_resume(resume, device, gpu_ids, flags)
-        if (run_dir / "results.json").is_file() and len(completed) == rc.folds:
+        rc, bars, run_dir, completed, point = _plan_resume(resume, device, gpu_ids, flags)
+        if (run_dir / "results.json").is_file() and len(completed) == rc.folds and not point.set_aside:
             run = load_run(run_dir)
             if not (run_dir / "report.md").is_file(): write_report(run)        # stopped while writing the report
             if summary: print(f"{run_dir} is already complete.\n" + run.summary())
@@ -340,14 +403,15 @@ def train(algo: str | None = None, data: str | None = None, config: str | dict |
         rc, bars = _resolve(**flags, device=device, gpu_ids=gpu_ids)
         run_dir = _new_run_dir(rc.algo, out)
         _probe_trainer(rc, bars)
-        completed, state = [], None
+        completed, point = [], ResumePoint(0, None, [])
     if len(rc.gpu_ids) > 1:
         print(f"gpurl_train: note: --gpu_ids {rc.gpu_ids}: multi-GPU training is reserved (not implemented yet); "
               f"training on {rc.device}", file=sys.stderr)
     run_dir.mkdir(parents=True, exist_ok=True)          # everything checked: from here on the run directory exists
+    _set_aside(point)
     write_json(run_dir / "config.json", rc.to_dict())
     try:
-        run = _execute(rc, bars, run_dir, completed, state, progress)
+        run = _execute(rc, bars, run_dir, completed, point.state, progress)
     except BaseException as e:
         what = "interrupted" if isinstance(e, KeyboardInterrupt) else f"stopped by {type(e).__name__}"
         print(f"\ngpurl_train: {what}; finished checkpoints and metrics are kept in {run_dir}. "
