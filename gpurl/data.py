@@ -14,9 +14,10 @@ from torch import Tensor
 from .config import Config
 
 # %% auto #0
-__all__ = ['REGIMES', 'OHLCV', 'periods_per_year', 'MarketConfig', 'synthetic_market', 'load_ohlcv', 'feature_names',
-           'make_features', 'bar_log_returns', 'FeatureScaler', 'Fold', 'fold_min_rows', 'check_fold_capacity',
-           'walk_forward_folds', 'plot_folds', 'FoldData', 'FoldSplits', 'build_fold']
+__all__ = ['REGIMES', 'OHLCV', 'IGNORE_INDEX', 'periods_per_year', 'MarketConfig', 'synthetic_market', 'load_ohlcv',
+           'feature_names', 'make_features', 'bar_log_returns', 'FeatureScaler', 'Fold', 'fold_min_rows',
+           'check_fold_capacity', 'walk_forward_folds', 'plot_folds', 'FoldData', 'FoldSplits', 'mask_label_edges',
+           'build_fold']
 
 # %% ../nbs/01_data.ipynb #5c41e3b3
 _FREQ_RE = re.compile(r"^\s*(\d*\.?\d*)\s*([A-Za-z]+)(?:-[A-Za-z]+)?\s*$")
@@ -453,18 +454,34 @@ def plot_folds(folds: list[Fold], n: int | None = None, ax=None):  # ax: a matpl
     return ax
 
 # %% ../nbs/01_data.ipynb #7b491f97
+IGNORE_INDEX = -100   # a masked class label: torch.nn.functional.cross_entropy's default ignore_index
+
+def _check_labels(labels: Tensor, horizons: tuple, T: int) -> None:
+    "ValueError unless `labels` is (T, H) int64 or float with one positive int horizon per column."
+    if labels.ndim != 2 or labels.shape[0] != T:
+        raise ValueError(f"labels must be (T, H) = ({T}, H), one row per bar, got {tuple(labels.shape)}")
+    if labels.dtype != torch.int64 and not labels.is_floating_point():
+        raise ValueError(f"labels must be int64 classes or float targets, got {labels.dtype}: use .long() or .float()")
+    if len(horizons) != labels.shape[1] or not all(isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in horizons):
+        raise ValueError(f"horizons must give one positive int (bars ahead) per label column ({labels.shape[1]}), "
+                         f"got {horizons!r}")
+
 @dataclass
 class FoldData:
-    "One split of one fold, on its device: normalised features (T, F), log returns (T,) (last 0), bar indices (T,)."
+    "One split of one fold, on its device: normalised features (T, F), log returns (T,) (last 0), bar indices (T,), optional labels."
     features: Tensor       # (T, F) float, normalised with the fold's train statistics
     log_returns: Tensor    # (T,) log return from bar t to t+1 (the last is 0)
     bar_index: Tensor      # (T,) int64 index into the full bar series (for reports)
+    labels: Tensor | None = None   # (T, H) int64 classes (IGNORE_INDEX: masked) or float targets (NaN: masked)
+    horizons: tuple = ()           # bars ahead of each label column
 
     def __post_init__(self):
         T = self.features.shape[0] if self.features.ndim == 2 else None
         if T is None or self.log_returns.shape != (T,) or self.bar_index.shape != (T,):
             raise ValueError(f"FoldData needs features (T, F), log_returns (T,), bar_index (T,); got "
                              f"{tuple(self.features.shape)}, {tuple(self.log_returns.shape)}, {tuple(self.bar_index.shape)}")
+        self.horizons = tuple(int(k) if isinstance(k, np.integer) else k for k in self.horizons)
+        if self.labels is not None: _check_labels(self.labels, self.horizons, T)
 
     def __len__(self) -> int: return self.features.shape[0]
 
@@ -478,14 +495,19 @@ class FoldData:
         "The device the tensors live on."
         return self.features.device
 
+    def _map(self, fn) -> FoldData:
+        "The same split with `fn` applied to every tensor."
+        return FoldData(fn(self.features), fn(self.log_returns), fn(self.bar_index),
+                        None if self.labels is None else fn(self.labels), self.horizons)
+
     def to(self, device: torch.device | str, non_blocking: bool = False) -> FoldData:
         "A copy on `device` (async from pinned host memory with `non_blocking=True`)."
-        return FoldData(*(t.to(device, non_blocking=non_blocking) for t in (self.features, self.log_returns, self.bar_index)))
+        return self._map(lambda t: t.to(device, non_blocking=non_blocking))
 
     def pin_memory(self) -> FoldData:
         "A copy in page-locked host memory (for async host->GPU copies); unchanged where CUDA is absent."
         if not torch.cuda.is_available() or self.features.device.type != "cpu": return self
-        return FoldData(*(t.pin_memory() for t in (self.features, self.log_returns, self.bar_index)))
+        return self._map(lambda t: t.pin_memory())
 
 @dataclass
 class FoldSplits:
@@ -496,18 +518,37 @@ class FoldSplits:
     test: FoldData
     scaler: FeatureScaler
 
+# %% ../nbs/01_data.ipynb #a872e1d8
+def mask_label_edges(labels: Tensor, horizons: tuple) -> Tensor:
+    "A copy of one split's `labels` (T, H) with the last k rows of each horizon k masked (their targets lie past the split)."
+    out = labels.clone()
+    masked = IGNORE_INDEX if labels.dtype == torch.int64 else math.nan
+    for j, k in enumerate(horizons): out[max(0, len(out) - k):, j] = masked
+    return out
+
 def build_fold(features: Tensor, log_returns: Tensor, fold: Fold, *, device: torch.device | str | None = None,
-               scaler: FeatureScaler | None = None) -> FoldSplits:
-    "Normalise with statistics of the fold's train rows only and cut its three splits (last return of each 0)."
+               scaler: FeatureScaler | None = None, labels: Tensor | None = None, horizons: tuple = ()) -> FoldSplits:
+    "Normalise with statistics of the fold's train rows only and cut its three splits (last return 0; label edges masked)."
     if features.ndim != 2 or log_returns.shape != (features.shape[0],):
         raise ValueError(f"features must be (T, F) and log_returns (T,), got {tuple(features.shape)}, {tuple(log_returns.shape)}")
     if fold.test[1] > features.shape[0]:
         raise ValueError(f"fold {fold.index} reaches bar {fold.test[1]} but there are {features.shape[0]} bars: "
                          "build the folds with walk_forward_folds(len(features), ...)")
+    horizons = tuple(int(k) for k in horizons) if labels is not None else ()
+    if labels is not None:
+        _check_labels(labels, horizons, features.shape[0])
+        for name in ("train", "val", "test"):
+            a, b = fold.split(name)
+            if max(horizons) >= b - a:
+                raise ValueError(f"horizon {max(horizons)} leaves no labelled row in fold {fold.index}'s {name} split of "
+                                 f"{b - a} bars: use horizons shorter than every split, or longer splits")
     device = features.device if device is None else torch.device(device)
     x, lr = features.to(device), log_returns.to(device)
+    y = None if labels is None else labels.to(device)
     scaler = (scaler or FeatureScaler()).fit(x[fold.train[0]:fold.train[1]])
     def split(a: int, b: int) -> FoldData:
         r = lr[a:b].clone(); r[-1] = 0
-        return FoldData(scaler.transform(x[a:b]).contiguous(), r, torch.arange(a, b, device=device, dtype=torch.int64))
+        lab = None if y is None else mask_label_edges(y[a:b], horizons)
+        return FoldData(scaler.transform(x[a:b]).contiguous(), r, torch.arange(a, b, device=device, dtype=torch.int64),
+                        lab, horizons)
     return FoldSplits(fold, split(*fold.train), split(*fold.val), split(*fold.test), scaler)

@@ -12,14 +12,14 @@ import numpy as np
 import pandas as pd
 import torch
 from torch import Tensor
+from .data import IGNORE_INDEX, Fold, FoldSplits, build_fold
 
 # %% auto #0
-__all__ = ['UP', 'STATIONARY', 'DOWN', 'IGNORE_INDEX', 'FI2010_HORIZONS', 'FI2010_ROWS', 'FI2010_FEATURES', 'lob_labels',
-           'LobConfig', 'LobData', 'lob_feature_names', 'synthetic_lob', 'load_fi2010']
+__all__ = ['UP', 'STATIONARY', 'DOWN', 'FI2010_HORIZONS', 'FI2010_ROWS', 'FI2010_FEATURES', 'lob_labels', 'LobConfig', 'LobData',
+           'lob_feature_names', 'synthetic_lob', 'load_fi2010', 'lob_fold']
 
 # %% ../nbs/02_lob.ipynb #de9a07ec
 UP, STATIONARY, DOWN = 0, 1, 2   # FI-2010's labels 1, 2, 3 minus one
-IGNORE_INDEX = -100              # torch.nn.functional.cross_entropy's default ignore_index
 FI2010_HORIZONS = (1, 2, 3, 5, 10)
 
 def lob_labels(mid: Tensor | np.ndarray | Sequence[float], horizons: Sequence[int] = FI2010_HORIZONS, alpha: float = 0.002,
@@ -191,3 +191,15 @@ def load_fi2010(path: str | Path) -> LobData:
     mid = torch.from_numpy((raw[0] + raw[2]) * 0.5)
     labels = torch.from_numpy(np.ascontiguousarray(lab.T)).long() - 1
     return LobData(feats, mid, labels, FI2010_HORIZONS, None)
+
+# %% ../nbs/02_lob.ipynb #3c8f3460
+def lob_fold(lob: LobData, fold: Fold, *, priced: bool = True, device: torch.device | str | None = None) -> FoldSplits:
+    "One walk-forward fold of a book: features normalised on its train events, edge labels masked, mid log returns (0 if not `priced`)."
+    if priced:
+        if not (torch.isfinite(lob.mid).all() and (lob.mid > 0).all()):
+            raise ValueError("the book's mid-prices are not all finite and positive, so it cannot be priced (FI-2010's "
+                             "files hold normalised prices): pass priced=False for classification metrics only")
+        m = lob.mid.log()
+        r = torch.cat([m[1:] - m[:-1], m.new_zeros(1)]).float()
+    else: r = torch.zeros(len(lob), dtype=torch.float32)
+    return build_fold(lob.features, r, fold, device=device, labels=lob.labels, horizons=lob.horizons)

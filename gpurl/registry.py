@@ -9,6 +9,7 @@ import torch
 from torch import Tensor, nn
 from .checkpoint import load_checkpoint
 from .walkforward import MODELS, ModelSpec
+import importlib
 import gpurl.dqn, gpurl.ppo   # the built-in models register themselves on import
 
 # %% auto #0
@@ -16,11 +17,14 @@ __all__ = ['models', 'get_model', 'Policy', 'load_policy']
 
 # %% ../nbs/19_registry.ipynb #32e24410
 def models() -> dict[str, ModelSpec]:
-    "Every registered model by its `--algo` name."
-    return dict(MODELS)
+    "Every model `gpurl_train` trains, by its `--algo` name (`get_model` also finds those registered with `cli=False`)."
+    return {k: v for k, v in MODELS.items() if v.cli}
+
+_ON_IMPORT = {"mlp": "gpurl.supervised", "mlplob": "gpurl.tlob"}   # built-in models registered when first asked for
 
 def get_model(name: str) -> ModelSpec:
-    "The registered model `name`; a ValueError lists the names there are."
+    "The registered model `name` (importing a built-in model's module on first use); a ValueError lists the names there are."
+    if name not in MODELS and name in _ON_IMPORT: importlib.import_module(_ON_IMPORT[name])
     if name not in MODELS:
         raise ValueError(f"no model is registered as {name!r}: use one of {', '.join(sorted(MODELS))}")
     return MODELS[name]

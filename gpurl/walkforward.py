@@ -29,9 +29,9 @@ from .state import flatten_state, unflatten_state
 from .pipeline import DoubleBufferedLoader, EpochPrefetcher, GpuBufferPool
 
 # %% auto #0
-__all__ = ['CheckpointCallback', 'MODELS', 'FoldTrainer', 'BacktestableTrainer', 'ModelSpec', 'register_model', 'model_card',
-           'DriverConfig', 'FoldResult', 'WalkForwardResult', 'train_fold', 'backtest_trainer', 'validation_metrics',
-           'train_walk_forward']
+__all__ = ['CheckpointCallback', 'TASK_METRICS', 'MODELS', 'FoldTrainer', 'BacktestableTrainer', 'ScoredTrainer', 'ModelSpec',
+           'register_model', 'model_card', 'DriverConfig', 'FoldResult', 'WalkForwardResult', 'train_fold',
+           'backtest_trainer', 'validation_metrics', 'train_walk_forward']
 
 # %% ../nbs/09_walkforward.ipynb #0ba36f14
 CheckpointCallback = Callable[[bytearray, dict[str, str]], None]  # (the safetensors file's bytes, its str metadata), on the checkpoint worker thread
@@ -52,6 +52,14 @@ class BacktestableTrainer(FoldTrainer, Protocol):
     env_config: EnvConfig             # the trainer's environment: window, positions, costs, annualisation
     def act_scores(self, obs: Tensor) -> Tensor: ...     # (B, obs_dim) -> (B, n_actions) scores, argmax acts
 
+@runtime_checkable
+class ScoredTrainer(FoldTrainer, Protocol):
+    "A `FoldTrainer` with task metrics of its own (a supervised model), reported on the val and test folds."
+    priced: bool                      # False: its data carry no prices, so its folds are scored and not backtested
+    def task_metrics(self, data: FoldData) -> dict[str, Tensor]: ...   # device scalars on data's labelled rows
+
+TASK_METRICS = ("f1", "accuracy", "mse", "ic", "directional_accuracy")   # task metrics averaged over folds
+
 # %% ../nbs/09_walkforward.ipynb #950565ca
 @dataclass(frozen=True)
 class ModelSpec:
@@ -61,11 +69,13 @@ class ModelSpec:
     config: type                        # a gpurl.config.Config subclass
     data: str = "bars"                  # "bars" (OHLCV) or "lob" (order book)
     quickstart: dict = field(default_factory=dict)   # gpurl_train's small default settings (below --config)
+    cli: bool = True                    # gpurl_train lists and trains it (False: the library only, until the CLI reads its data)
 
 MODELS: dict[str, ModelSpec] = {}
 _DATA_KINDS = ("bars", "lob")
 
-def register_model(name: str, trainer: type, config: type, *, data: str = "bars", quickstart: dict | None = None) -> ModelSpec:
+def register_model(name: str, trainer: type, config: type, *, data: str = "bars", quickstart: dict | None = None,
+                   cli: bool = True) -> ModelSpec:
     "Register a model under its `--algo` name (re-registering the same classes replaces the entry)."
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"a model name must be an identifier such as 'dqn', got {name!r}")
@@ -77,7 +87,7 @@ def register_model(name: str, trainer: type, config: type, *, data: str = "bars"
     old = MODELS.get(name)
     if old is not None and (old.trainer.__qualname__, old.config.__qualname__) != (trainer.__qualname__, config.__qualname__):
         raise ValueError(f"--algo {name!r} is already registered for {old.trainer.__qualname__}: pick another name")
-    MODELS[name] = spec = ModelSpec(name, trainer, config, data, dict(quickstart or {}))
+    MODELS[name] = spec = ModelSpec(name, trainer, config, data, dict(quickstart or {}), cli)
     return spec
 
 def model_card(algo: str, model: str, config: Config, obs_dim: int, n_actions: int) -> dict[str, str]:
@@ -441,7 +451,23 @@ def _periods(trainer, overrides: dict) -> float:
     "Bars per year the trainer's backtests annualise with."
     return float(overrides.get("periods_per_year", trainer.env_config.periods_per_year))
 
+def _priced(trainer) -> bool:
+    "Whether the trainer's data carry prices, so that its policy can be backtested (a ScoredTrainer may say no)."
+    return getattr(trainer, "priced", True)
+
+def _host_floats(metrics: dict[str, Tensor]) -> dict[str, float]:
+    "Device scalars as Python floats, read with one host read."
+    vals = torch.stack([torch.as_tensor(v).detach().to(torch.float64).reshape(()) for v in metrics.values()])
+    return dict(zip(metrics, vals.tolist()))
+
 def _evaluate_fold(trainer, splits: FoldSplits, fr: FoldResult, overrides: dict) -> None:
+    "Backtest the (restored) best weights on val and test where priced; add a scored trainer's task metrics."
+    if _priced(trainer): _backtest_fold(trainer, splits, fr, overrides)
+    if isinstance(trainer, ScoredTrainer):
+        fr.val.update(_host_floats(trainer.task_metrics(splits.val)))
+        fr.test.update(_host_floats(trainer.task_metrics(splits.test)))
+
+def _backtest_fold(trainer, splits: FoldSplits, fr: FoldResult, overrides: dict) -> None:
     "Backtest the (restored) best weights on the val and test bars; fill `fr`'s val/test/buy-and-hold/DSR fields."
     ppy = _periods(trainer, overrides)
     vb, tb = backtest_trainer(trainer, splits.val, **overrides), backtest_trainer(trainer, splits.test, **overrides)
@@ -461,7 +487,7 @@ def _overall(folds: list[FoldResult], ppy: float) -> tuple[dict, dict, dict]:
     def mean(vals):
         vals = [v for v in vals if v is not None and math.isfinite(v)]
         return sum(vals) / len(vals) if vals else math.nan
-    tested = [f for f in folds if f.test]
+    tested = [f for f in folds if f.test_buy_and_hold]                  # the backtested (priced) folds
     overall = {"n_folds": float(len(folds)), "mean_epochs_run": mean([float(f.epochs_run) for f in folds]),
                "mean_best_val_metric": mean([f.best_metric for f in folds])}
     for k in ("sharpe", "sortino", "max_drawdown", "turnover"):
@@ -471,6 +497,9 @@ def _overall(folds: list[FoldResult], ppy: float) -> tuple[dict, dict, dict]:
     overall["mean_test_excess_sharpe"] = mean([f.test["sharpe"] - f.test_buy_and_hold["sharpe"] for f in tested])
     overall["frac_folds_beating_bh"] = mean([float(f.test["sharpe"] > f.test_buy_and_hold["sharpe"]) for f in tested])
     overall["mean_deflated_sharpe"] = mean([f.deflated_sharpe for f in tested])
+    for k in TASK_METRICS:
+        if any(k in f.test for f in folds):
+            for split in ("val", "test"): overall[f"mean_{split}_{k}"] = mean([getattr(f, split).get(k) for f in folds])
     if not tested or any(f.test_returns is None for f in tested): return overall, {}, {}
     cat = lambda name: torch.cat([getattr(f, name).to(tested[0].test_returns.device) for f in tested])
     return (overall, performance_summary(cat("test_returns"), cat("test_positions"), ppy),
@@ -513,7 +542,12 @@ def train_walk_forward(trainer_factory: Callable[[FoldData], BacktestableTrainer
                 raise TypeError(f"fold source {len(results)} gave a {type(splits).__name__}, not a FoldSplits (build it with "
                                 f"gpurl.data.build_fold or save it with gpurl.foldfile.save_fold)")
             trainer = trainer_factory(splits.train)                  # the train split only
-            if not isinstance(trainer, BacktestableTrainer): backtest_trainer(trainer, splits.val)    # raises the TypeError
+            if not _priced(trainer):
+                if driver.metric == "sharpe":
+                    raise ValueError(f"{type(trainer).__name__}'s data carry no prices (priced=False), so there is no val "
+                                     "Sharpe to select epochs on: pass driver=DriverConfig(metric='f1') (or another "
+                                     "metric of its validate())")
+            elif not isinstance(trainer, BacktestableTrainer): backtest_trainer(trainer, splits.val)    # raises the TypeError
             fr = train_fold(trainer, (splits.train, splits.val), driver, checkpoint_callback, fold=splits.fold.index,
                             checkpointer=ckpt, pool=pool, progress=progress, on_epoch_end=on_epoch_end,
                             resume_state=resume_state if k == 0 else None)
