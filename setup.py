@@ -12,8 +12,8 @@ extras = {'dev': shlex.split(cfg.get('dev_requirements', '')),
           'parquet': ['pyarrow'],
           'gym': ['gymnasium'],
           # peer libraries the tests and benchmarks compare with (quantstats: tear sheets; SB3 + gym-anytrading: the
-          # PPO baseline; ncps: liquid networks)
-          'peers': ['quantstats', 'stable-baselines3', 'gym-anytrading', 'ncps']}
+          # PPO baseline; ncps: liquid networks; pytorch-forecasting: the TFT)
+          'peers': ['quantstats', 'stable-baselines3', 'gym-anytrading', 'ncps==1.0.1', 'pytorch-forecasting']}
 
 setuptools.setup(
     name=cfg['lib_name'], version=cfg['version'], description=cfg['description'],
