@@ -292,7 +292,7 @@ def _check_trainer(trainer) -> None:
     "TypeError naming what a trainer lacks to be a FoldTrainer."
     missing = [n for n in ("lr", "train_epoch", "validate", "named_tensors", "state_dict", "load_state_dict")
                if not hasattr(trainer, n)]
-    if missing: raise TypeError(f"{type(trainer).__name__} is not a FoldTrainer: missing {missing} (see DESIGN.md)")
+    if missing: raise TypeError(f"{type(trainer).__name__} is not a FoldTrainer: missing {missing} (see gpurl.walkforward.FoldTrainer)")
     if not isinstance(trainer.lr, Tensor) or trainer.lr.numel() != 1 or not trainer.lr.is_floating_point():
         raise TypeError(f"trainer.lr must be a floating-point scalar tensor on the device (the driver scales it in "
                         f"place on a plateau), got {trainer.lr!r}")
