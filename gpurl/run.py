@@ -381,7 +381,7 @@ def deflate(runs: list[Run]) -> dict:
     trial_sr = torch.stack([sharpe_ratio(v, 1.0) for v in x])
     var = trial_sr.var(correction=1) if n > 1 else torch.zeros((), dtype=torch.float64)
     sr_star = expected_max_sharpe(var, n_eff)
-    return {"n_trials": n, "n_effective": n_eff, "mean_correlation": (n_eff - n) / (1 - n) if n > 1 else 1.0,
+    return {"n_trials": n, "n_effective": n_eff, "mean_correlation": (n_eff - n) / (1 - n) if n > 1 else None,
             "sr_star": float(sr_star) * math.sqrt(ppy), "best": runs[int(trial_sr.argmax())].name,
             "dsr": [float(probabilistic_sharpe_ratio(v, sr_star)) for v in x]}
 
