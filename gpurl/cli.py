@@ -20,7 +20,7 @@ from tqdm import tqdm
 import gpurl
 from .hardware import default_device, seed_everything
 from .config import json_safe
-from .data import (make_features, bar_log_returns, build_fold, check_fold_capacity, fold_min_rows, periods_per_year,
+from .data import (make_features, bar_log_returns, build_fold, fold_count, fold_min_rows, periods_per_year,
                         feature_names)
 from .metrics import performance_summary
 from .checkpoint import atomic_write_bytes
@@ -31,11 +31,12 @@ from .run import (SYNTHETIC, Run, RunConfig, load_bars, load_run, load_fold_resu
                        write_json, write_report)
 
 # %% auto #0
-__all__ = ['DEFAULTS', 'UsageError', 'ResumePoint', 'train', 'gpurl_train']
+__all__ = ['DEFAULTS', 'SYNTHETIC_FOLDS', 'UsageError', 'ResumePoint', 'train', 'gpurl_train']
 
 # %% ../nbs/21_cli.ipynb #b308a0a8
-DEFAULTS = dict(algo="dqn", data="synthetic", folds=3, train_bars=1000, val_bars=300, test_bars=400, embargo=0,
+DEFAULTS = dict(algo="dqn", data="synthetic", folds=10, train_bars=1000, val_bars=300, test_bars=400, embargo=0,
                 cost_bps=1.0, epochs=20, seed=0)
+SYNTHETIC_FOLDS = 3     # without --folds the synthetic market holds three folds: a bare gpurl_train stays under a minute on a CPU
 
 
 class UsageError(ValueError):
@@ -168,17 +169,16 @@ def _resolve(algo=None, data=None, config=None, folds=None, train_bars=None, val
     except (ValueError, TypeError) as e: raise UsageError(f"{where}: 'driver' section: {e}") from None
     a["epochs"] = driver.epochs
     synth = _synthetic_spec(synth_over, where)
-    tr, va, te, em, n_folds = (a[k] for k in ("train_bars", "val_bars", "test_bars", "embargo", "folds"))
-    need = fold_min_rows(tr, va, te, embargo=em, n_folds=n_folds)
-    try: bars, info = load_bars(a["data"], synth, need)
+    tr, va, te, em = (a[k] for k in ("train_bars", "val_bars", "test_bars", "embargo"))
+    sized = fold_min_rows(tr, va, te, embargo=em, n_folds=SYNTHETIC_FOLDS if folds is None else a["folds"])
+    try: bars, info = load_bars(a["data"], synth, sized)          # the synthetic market: exactly the bars of its folds
     except ValueError as e: raise UsageError(str(e)) from None
-    try: check_fold_capacity(len(bars), tr, va, te, embargo=em, n_folds=n_folds)
-    except ValueError:
-        raise UsageError(f"{len(bars)} bars cannot hold {n_folds} walk-forward fold(s): one fold needs --train_bars {tr} + "
-                         f"--val_bars {va} + --test_bars {te} + 2 x --embargo {em} = {tr + va + te + 2 * em} bars"
-                         + (f", each further fold --test_bars {te} more" if n_folds > 1 else "")
-                         + f": {need} in all, {need - len(bars)} more than there are; load a longer history or lower --folds, "
-                         "--train_bars, --val_bars, --test_bars or --embargo") from None
+    fit, one = fold_count(len(bars), tr, va, te, embargo=em), tr + va + te + 2 * em
+    if fit == 0:
+        raise UsageError(f"{len(bars)} bars cannot hold one walk-forward fold: a fold needs --train_bars {tr} + --val_bars {va} "
+                         f"+ --test_bars {te} + 2 x --embargo {em} = {one} bars, {one - len(bars)} more than there are; load "
+                         "a longer history or lower --train_bars, --val_bars, --test_bars or --embargo")
+    a["folds"] = min(a["folds"], fit)                             # --folds caps them: the most recent that fit
     soft = dict(seed=a["seed"], anneal_epochs=a["epochs"],
                 env=dict(cost_bps=a["cost_bps"], periods_per_year=info["periods_per_year"]))
     tcfg = _trainer_config(a["algo"], user, soft, dict(seed=seed, env=dict(cost_bps=cost_bps)), where)
@@ -192,6 +192,7 @@ def _resolve(algo=None, data=None, config=None, folds=None, train_bars=None, val
     rc = RunConfig(**{k: a[k] for k in _RUN_FLAGS}, device=str(dev), gpu_ids=ids,
                    trainer=tcfg.to_dict(), driver=driver.to_dict(), synthetic=synth, data_info=info,
                    gpurl_version=gpurl.__version__, created=datetime.datetime.now().isoformat(timespec="seconds"))
+    rc.record_bar_usage(bars.index)
     return rc, bars
 
 # %% ../nbs/21_cli.ipynb #4ec4bf4b
@@ -286,9 +287,11 @@ def _execute(rc: RunConfig, bars: pd.DataFrame, run_dir: Path, completed: list[F
     finally:
         mf.close(); bar.close(); torch.set_num_threads(threads)
     run = load_run(run_dir)
-    res = {"run": run.name, "algo": rc.algo, "complete": True, "periods_per_year": tcfg.env.periods_per_year,
-           "table": run.table().reset_index().to_dict("records"), "planted_rule": _planted_rule(rc, feats, rets),
-           **wf.to_dict()}
+    ppy, how = rc.annualisation()
+    res = {"run": run.name, "algo": rc.algo, "complete": True, "periods_per_year": ppy, "periods_per_year_how": how,
+           "bar_usage": rc.data_info.get("bar_usage"), "table": run.table().reset_index().to_dict("records"),
+           "test_excess": run.excess(), "trials": run.deflated_test_sharpe(),
+           "planted_rule": _planted_rule(rc, feats, rets), **wf.to_dict()}
     write_json(run_dir / "results.json", res)
     run = load_run(run_dir)
     write_report(run)
@@ -404,6 +407,7 @@ def train(algo: str | None = None, data: str | None = None, config: str | dict |
         run_dir = _new_run_dir(rc.algo, out)
         _probe_trainer(rc, bars)
         completed, point = [], ResumePoint(0, None, [])
+        if summary and progress: print("\n".join([f"gpurl_train {rc.algo}: {rc.folds} folds", *rc.plan_lines()]))
     if len(rc.gpu_ids) > 1:
         print(f"gpurl_train: note: --gpu_ids {rc.gpu_ids}: multi-GPU training is reserved (not implemented yet); "
               f"training on {rc.device}", file=sys.stderr)
@@ -429,7 +433,7 @@ def gpurl_train(
     algo: str = None,        # dqn (Rainbow DQN, default) or ppo
     data: str = None,        # synthetic (default) or PATH.csv / PATH.parquet of OHLCV bars (Date,Open,High,Low,Close,Volume)
     config: str = None,      # JSON of trainer-config overrides (a hyperparameter search's output); optional "driver" and "synthetic" sections
-    folds: int = None,       # walk-forward folds (default 3)
+    folds: int = None,       # at most this many walk-forward folds, the most recent, ending at the last bar (default 10; synthetic: 3)
     train_bars: int = None,  # bars per training split (default 1000)
     val_bars: int = None,    # bars per validation split, which picks each fold's best epoch (default 300)
     test_bars: int = None,   # bars per out-of-sample test split, also the step between folds (default 400)

@@ -14,10 +14,10 @@ from torch import Tensor
 from .config import Config
 
 # %% auto #0
-__all__ = ['REGIMES', 'OHLCV', 'IGNORE_INDEX', 'periods_per_year', 'MarketConfig', 'synthetic_market', 'load_ohlcv',
-           'feature_names', 'make_features', 'bar_log_returns', 'FeatureScaler', 'Fold', 'fold_min_rows',
-           'check_fold_capacity', 'walk_forward_folds', 'plot_folds', 'FoldData', 'FoldSplits', 'mask_label_edges',
-           'build_fold']
+__all__ = ['REGIMES', 'OHLCV', 'IGNORE_INDEX', 'periods_per_year', 'infer_periods_per_year', 'MarketConfig', 'synthetic_market',
+           'load_ohlcv', 'feature_names', 'make_features', 'bar_log_returns', 'FeatureScaler', 'Fold', 'fold_min_rows',
+           'check_fold_capacity', 'fold_count', 'walk_forward_folds', 'bar_usage', 'plot_folds', 'FoldData',
+           'FoldSplits', 'mask_label_edges', 'build_fold']
 
 # %% ../nbs/01_data.ipynb #5c41e3b3
 _FREQ_RE = re.compile(r"^\s*(\d*\.?\d*)\s*([A-Za-z]+)(?:-[A-Za-z]+)?\s*$")
@@ -40,6 +40,22 @@ def periods_per_year(freq: str, *, hours_per_day: float = 6.5, days_per_year: fl
     if unit in _INTRADAY_SECONDS: return days_per_year * hours_per_day * 3600.0 / (k * _INTRADAY_SECONDS[unit])
     per = {"day": days_per_year, "week": 52.0, "month": 12.0, "quarter": 4.0, "year": 1.0}[_CALENDAR[unit]]
     return per / k
+
+# %% ../nbs/01_data.ipynb #7e46423a
+def infer_periods_per_year(index: pd.DatetimeIndex) -> tuple[float, str]:
+    "Bars per year counted from the timestamps (median over full calendar years, else bars per elapsed year) and how."
+    if not isinstance(index, pd.DatetimeIndex): raise TypeError(f"index must be a pandas DatetimeIndex, got {type(index).__name__}")
+    if len(index) < 3: raise ValueError(f"need at least 3 bars to infer the bars per year, got {len(index)}")
+    years = index.year.to_numpy()
+    full = np.arange(years[0] + 1, years[-1])                 # calendar years wholly inside the data
+    if len(full):
+        counts = np.bincount(years - years[0], minlength=years[-1] - years[0] + 1)[1:-1]
+        ppy = float(np.median(counts))
+        span = f"{full[0]}" if len(full) == 1 else f"{full[0]}..{full[-1]}"
+        return ppy, f"median bars per calendar year over {len(full)} full year(s) {span} (min {counts.min():,}, max {counts.max():,})"
+    days = (index[-1] - index[0]) / pd.Timedelta(days=1)
+    ppy = (len(index) - 1) / (days / 365.25)
+    return ppy, f"{len(index):,} bars over {days:,.1f} days (no full calendar year): {len(index) - 1:,} intervals per {days / 365.25:.3f} years"
 
 # %% ../nbs/01_data.ipynb #282f265d
 REGIMES = ("bear", "sideways", "bull")  # codes 0, 1, 2 of the `regime` column
@@ -114,7 +130,7 @@ def _bars_from_returns(rng: np.random.Generator, r: np.ndarray, sig: np.ndarray,
     return dict(open=np.exp(log_open), high=np.exp(log_high), low=np.exp(log_low), close=np.exp(log_close),
                 volume=np.exp(log_vol))
 
-def synthetic_market(n_bars: int = 5000, n_assets: int = 1, seed: int = 0, freq: str = "1D", *, ar1: float = 0.0,
+def synthetic_market(n_bars: int = 5000, n_assets: int = 1, seed: int = 0, freq: str = "B", *, ar1: float = 0.0,
                      config: MarketConfig | None = None, start: str = "2000-01-03") -> pd.DataFrame:
     "Regime-switching GARCH/Student-t/jump OHLCV bars, deterministic for `seed`; `ar1` plants lag-1 return autocorrelation."
     if isinstance(n_bars, bool) or not isinstance(n_bars, (int, np.integer)) or n_bars < 2:
@@ -423,20 +439,51 @@ def check_fold_capacity(n: int, train: int, val: int, test: int, step: int | Non
             + f", {need} in all, {need - n} more than there are: load more bars or lower n_folds, train, val, test, "
             "step or embargo")
 
+def fold_count(n: int, train: int, val: int, test: int, step: int | None = None, embargo: int = 0) -> int:
+    "How many walk-forward folds `n` bars hold (0 when not even one fits)."
+    one = fold_min_rows(train, val, test, step, embargo)
+    return 0 if n < one else (n - one) // (test if step is None else step) + 1
+
 def walk_forward_folds(n: int, train: int, val: int, test: int, step: int | None = None, embargo: int = 0,
-                       expanding: bool = False, *, n_folds: int | None = None) -> list[Fold]:
-    "Rolling (or expanding) train/val/test folds with embargo gaps over `n` bars; all that fit, or exactly `n_folds`."
+                       expanding: bool = False, *, n_folds: int | None = None, align: str = "start") -> list[Fold]:
+    "Rolling (or expanding) folds over `n` bars: all that fit, or `n_folds`; `align='end'`: the last test window ends at bar n."
+    if align not in ("start", "end"): raise ValueError(f"align must be 'start' or 'end', got {align!r}")
     step = test if step is None else step
     check_fold_capacity(n, train, val, test, step, embargo, 1 if n_folds is None else n_folds)
-    folds, k = [], 0
-    while n_folds is None or k < n_folds:
-        s = k * step
+    k = fold_count(n, train, val, test, step, embargo) if n_folds is None else n_folds
+    shift = n - fold_min_rows(train, val, test, step, embargo, k) if align == "end" else 0
+    folds = []
+    for i in range(k):
+        s = shift + i * step
         tr = (0 if expanding else s, s + train)
         va = (tr[1] + embargo, tr[1] + embargo + val)
-        te = (va[1] + embargo, va[1] + embargo + test)
-        if te[1] > n: break
-        folds.append(Fold(k, tr, va, te)); k += 1
+        folds.append(Fold(i, tr, va, (va[1] + embargo, va[1] + embargo + test)))
     return folds
+
+# %% ../nbs/01_data.ipynb #2f953800
+def _usage_reason(kind: str, start: int, stop: int, n: int, folds: list[Fold], capped: bool) -> str:
+    "Why a range of bars has the use `kind` (or why it has none)."
+    if kind == "test": return f"out-of-sample test windows of folds {folds[0].index}..{folds[-1].index}" if len(folds) > 1 \
+        else f"the out-of-sample test window of fold {folds[0].index}"
+    if kind == "train/val": return "training and validation only (before the first test window)"
+    first = min(f.train[0] for f in folds)
+    if stop <= first:
+        return ("before the earliest fold: only the most recent folds are kept (raise the fold cap to use them)" if capped
+                else "before the earliest fold: fewer bars than one fold step remain")
+    if start >= max(f.test[1] for f in folds): return "after the last test window: fewer bars than one fold step remain"
+    return "embargo gap between splits (no fold uses these bars)"
+
+def bar_usage(n: int, folds: list[Fold], capped: bool = False) -> list[dict]:
+    "Partition of the n bars into [start, stop) ranges: 'test', 'train/val' or 'unused', each with why (`capped`: folds were capped)."
+    if not folds: raise ValueError("bar_usage needs at least one fold")
+    use = np.zeros(n, np.int8)                                # 0 unused, 1 train/val, 2 test
+    for f in folds:
+        for a, b in (f.train, f.val): use[a:b] = np.maximum(use[a:b], 1)
+        use[f.test[0]:f.test[1]] = 2
+    cuts = np.r_[0, np.flatnonzero(np.diff(use)) + 1, n]
+    kinds = {0: "unused", 1: "train/val", 2: "test"}
+    return [{"start": int(a), "stop": int(b), "use": kinds[int(use[a])],
+             "why": _usage_reason(kinds[int(use[a])], int(a), int(b), n, folds, capped)} for a, b in zip(cuts[:-1], cuts[1:])]
 
 # %% ../nbs/01_data.ipynb #208ad88d
 def plot_folds(folds: list[Fold], n: int | None = None, ax=None):  # ax: a matplotlib Axes (matplotlib stays optional)

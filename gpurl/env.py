@@ -14,7 +14,7 @@ from fastcore.basics import patch
 from .hardware import align_to_tensor_cores, capture_graph
 from .config import Config, config_error
 from .data import FoldData
-from .metrics import buy_and_hold_returns, performance_summary
+from .metrics import buy_and_hold_returns, performance_summary, drawdown
 try:  # ships with CUDA builds of PyTorch; without it the CUDA step runs the eager kernels
     import triton
     import triton.language as tl
@@ -492,8 +492,8 @@ class BacktestResult:
 
     @property
     def drawdown(self) -> Tensor:
-        "Fraction of the running peak lost at each bar (0 at a new high; the start, 1, counts as a peak, as in `max_drawdown`)."
-        return 1 - self.equity / torch.cummax(self.equity, 0).values.clamp_min(1)
+        "Fraction of the running peak lost at each bar (`gpurl.metrics.drawdown`: the start, 1, counts as a peak)."
+        return drawdown(self.returns)
 
     def plot(self, figsize=(7, 4.5)):
         "Equity against buy-and-hold (top) and the strategy's drawdown (bottom), by bar."

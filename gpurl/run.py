@@ -4,7 +4,7 @@
 
 # %% ../nbs/20_run.ipynb #acc6459a
 from __future__ import annotations
-import hashlib, json, math, os, shlex
+import calendar, hashlib, json, math, os, shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,17 +17,20 @@ from safetensors.torch import save as _safetensors_bytes, load_file as _safetens
 
 from .config import Config, json_safe
 from .data import (synthetic_market, load_ohlcv, make_features, bar_log_returns, walk_forward_folds, build_fold,
-                        periods_per_year, Fold, FoldSplits, OHLCV)
+                        periods_per_year, infer_periods_per_year, fold_count, bar_usage, Fold, FoldSplits, OHLCV)
+from .metrics import (sharpe_ratio, sortino_ratio, calmar_ratio, annualized_return, max_drawdown, drawdown,
+                           drawdown_duration, hit_rate, turnover, probabilistic_sharpe_ratio, expected_max_sharpe,
+                           effective_trials, sharpe_interval)
 from .checkpoint import atomic_write_bytes, load_checkpoint
 from .walkforward import FoldResult, WalkForwardResult, backtest_trainer
 from .registry import get_model
 
 # %% auto #0
 __all__ = ['SYNTHETIC', 'load_bars', 'RunConfig', 'write_json', 'read_jsonl', 'save_fold_result', 'load_fold_results', 'Run',
-           'load_run', 'write_report', 'compare_runs']
+           'load_run', 'excess_figures', 'Trials', 'run_trials', 'deflate', 'write_report', 'compare_runs']
 
 # %% ../nbs/20_run.ipynb #4c1fb831
-SYNTHETIC = dict(n_bars=None, ar1=-0.2, seed=0, freq="1D")   # n_bars None: exactly what the folds need
+SYNTHETIC = dict(n_bars=None, ar1=-0.2, seed=0, freq="B")   # n_bars None: exactly what the folds need; business days
 
 def _fingerprint(bars: pd.DataFrame) -> str:
     "Short hash of the bars' times and OHLCV values: `--resume` and `load_run` check they still read the same data."
@@ -35,14 +38,24 @@ def _fingerprint(bars: pd.DataFrame) -> str:
     h.update(np.ascontiguousarray(bars[list(OHLCV)].to_numpy(np.float64)).tobytes())
     return h.hexdigest()[:16]
 
-def _bars_per_year(index: pd.DatetimeIndex) -> float:
-    "Annualisation from the median bar spacing: daily or slower by calendar, intraday by 6.5-hour sessions."
-    if len(index) < 3: return 252.0
-    sec = float(np.median(np.diff(index.as_unit("ns").asi8))) / 1e9
-    if sec >= 20 * 3600:
-        days = sec / 86400
-        return 252.0 if days < 3.5 else 52.0 if days < 10 else 12.0 if days < 45 else 4.0 if days < 120 else 1.0
-    return periods_per_year(f"{max(round(sec), 1)}s")
+def _read_file_bars(data: str) -> tuple[pd.DataFrame, dict]:
+    "The bars of a CSV / parquet file (checked, back-adjusted by load_ohlcv) and their description."
+    p = Path(data)
+    if p.suffix.lower() not in (".csv", ".parquet", ".pq"):
+        raise ValueError(f"--data {data}: use 'synthetic' or a .csv / .parquet file of OHLCV bars")
+    if not p.is_file():
+        raise ValueError(f"--data {data}: no such file; pass a CSV/parquet of bars with Date,Open,High,Low,Close,Volume "
+                         "columns, or --data synthetic")
+    try: raw = load_ohlcv(p)
+    except (ValueError, TypeError, ImportError, OSError) as e:
+        raise ValueError(f"--data {data}: {e}".replace("\n", " ")) from None
+    except Exception as e:    # pandas parser errors and friends: still the user's file
+        raise ValueError(f"--data {data}: cannot read it ({type(e).__name__}: {e})".replace("\n", " ")) from None
+    bars = raw
+    try: ppy, how = infer_periods_per_year(bars.index)
+    except ValueError as e: raise ValueError(f"--data {data}: {e}") from None
+    return bars, {"source": str(p.resolve()), "adjusted": raw.attrs["adjusted"], "periods_per_year": ppy,
+                  "periods_per_year_how": f"counted from the timestamps: {how}"}
 
 def load_bars(data: str, synthetic: dict, min_rows: int) -> tuple[pd.DataFrame, dict]:
     "The bars of a run (`data`: 'synthetic' or a CSV / parquet path) and their description (source, size, dates, fingerprint, bars per year)."
@@ -50,22 +63,10 @@ def load_bars(data: str, synthetic: dict, min_rows: int) -> tuple[pd.DataFrame, 
         s = dict(synthetic)
         s["n_bars"] = s["n_bars"] or min_rows
         bars = synthetic_market(s["n_bars"], seed=s["seed"], freq=s["freq"], ar1=s["ar1"])
-        info = {"source": "synthetic", **s, "periods_per_year": periods_per_year(s["freq"])}
-    else:
-        p = Path(data)
-        if p.suffix.lower() not in (".csv", ".parquet", ".pq"):
-            raise ValueError(f"--data {data}: use 'synthetic' or a .csv / .parquet file of OHLCV bars")
-        if not p.is_file():
-            raise ValueError(f"--data {data}: no such file; pass a CSV/parquet of bars with Date,Open,High,Low,Close,Volume "
-                             "columns, or --data synthetic")
-        try: raw = load_ohlcv(p)
-        except (ValueError, TypeError, ImportError, OSError) as e:
-            raise ValueError(f"--data {data}: {e}".replace("\n", " ")) from None
-        except Exception as e:    # pandas parser errors and friends: still the user's file
-            raise ValueError(f"--data {data}: cannot read it ({type(e).__name__}: {e})".replace("\n", " ")) from None
-        bars = raw
-        info = {"source": str(p.resolve()), "adjusted": raw.attrs["adjusted"],
-                "periods_per_year": _bars_per_year(bars.index)}
+        ppy = periods_per_year(s["freq"])
+        info = {"source": "synthetic", **s, "periods_per_year": ppy, "periods_per_year_how":
+                f"the synthetic market's own calendar: {ppy:g} bars of {s['freq']!r} a year (its parameters are per 252-day trading year)"}
+    else: bars, info = _read_file_bars(data)
     info.update(n_bars=len(bars), first=str(bars.index[0]), last=str(bars.index[-1]), fingerprint=_fingerprint(bars))
     return bars, info
 
@@ -103,9 +104,36 @@ class RunConfig(Config):
         return get_model(self.algo).config.from_dict(self.trainer)
 
     def fold_list(self) -> list[Fold]:
-        "The walk-forward folds over the run's bars."
+        "The walk-forward folds over the run's bars, rolled back from the last bar (its last test window ends there)."
         return walk_forward_folds(self.data_info["n_bars"], self.train_bars, self.val_bars, self.test_bars,
-                                  embargo=self.embargo, n_folds=self.folds)
+                                  embargo=self.embargo, n_folds=self.folds, align="end")
+
+    def bar_usage(self) -> list[dict]:
+        "What each range of the run's bars is used for, or why it is not (`gpurl.data.bar_usage`; capped: more folds fit)."
+        n = self.data_info["n_bars"]
+        fit = fold_count(n, self.train_bars, self.val_bars, self.test_bars, embargo=self.embargo)
+        return bar_usage(n, self.fold_list(), capped=fit > self.folds)
+
+    def record_bar_usage(self, index: pd.DatetimeIndex) -> None:
+        "Keep `bar_usage()` with the first and last bar time of every range in `data_info` (config.json holds it)."
+        self.data_info["bar_usage"] = [{**u, "first": _when(index[u["start"]].value), "last": _when(index[u["stop"] - 1].value)}
+                                       for u in self.bar_usage()]
+
+    def plan_lines(self) -> list[str]:
+        "The annualisation and which bars the run uses, and why the others are not: one line each."
+        ppy, how = self.annualisation()
+        lines = [f"annualised with {ppy:,.0f} bars a year: {how}"]
+        for u in self.data_info.get("bar_usage") or self.bar_usage():
+            when = f"{u['first']}..{u['last']}, " if "first" in u else ""
+            lines.append(f"bars {u['start']:,}..{u['stop'] - 1:,} ({when}{u['stop'] - u['start']:,} bars): "
+                         + ("NOT USED, " if u["use"] == "unused" else "") + u["why"])
+        return lines
+
+    def annualisation(self) -> tuple[float, str]:
+        "The bars per year every figure of the run is annualised with, and where that figure comes from."
+        ppy, i = self.trainer_config().env.periods_per_year, self.data_info
+        if ppy == i.get("periods_per_year"): return ppy, i.get("periods_per_year_how", "")
+        return ppy, f"env.periods_per_year set in --config (the bars give {_f(i.get('periods_per_year'), '{:,.0f}')}: {i.get('periods_per_year_how')})"
 
     def hyperparams(self) -> dict:
         "The trainer, driver and synthetic-market settings in --config form (a run writes them to hyperparams.json)."
@@ -224,8 +252,9 @@ class Run:
         return backtest_trainer(t, getattr(self.splits(fold, device), split))
 
     def table(self) -> pd.DataFrame:
-        "One row per finished fold: test period, epochs, stop, val/test/buy-and-hold Sharpe, Sortino, drawdown, turnover, DSR."
-        return pd.DataFrame([_fold_row(fr, self.series.get(fr.fold)) for fr in self.folds]).set_index("fold") \
+        "One row per finished fold: test period, epochs, stop, val Sharpe and DSR, test vs buy-and-hold with the excess's interval."
+        ppy = self.config.annualisation()[0]
+        return pd.DataFrame([_fold_row(fr, self.series.get(fr.fold), ppy) for fr in self.folds]).set_index("fold") \
             if self.folds else pd.DataFrame()
 
 # %% ../nbs/20_run.ipynb #e648b5a3
@@ -235,19 +264,19 @@ def _when(ns) -> str | None:
     ts = pd.Timestamp(int(ns))
     return str(ts.date()) if ts == ts.normalize() else str(ts)
 
-def _fold_row(fr: FoldResult, s: dict | None) -> dict:
+def _fold_row(fr: FoldResult, s: dict | None, ppy: float) -> dict:
     "The report's row of one finished fold (None where a figure is missing)."
     g = lambda d, k: (d or {}).get(k)
     t = s["time_ns"] if s is not None and len(s["time_ns"]) else None
-    ts, tb = g(fr.test, "sharpe"), g(fr.test_buy_and_hold, "sharpe")
+    excess = excess_figures(s["returns"], s["buy_and_hold"], ppy) if s is not None else excess_figures(None, None, ppy)
     return {"fold": fr.fold, "test_start": _when(t[0]) if t is not None else None, "test_end": _when(t[-1]) if t is not None else None,
             "epochs_run": fr.epochs_run, "stop_reason": fr.stop_reason, "best_epoch": fr.best_epoch,
-            "val_sharpe": g(fr.val, "sharpe"), "val_bh_sharpe": g(fr.val_buy_and_hold, "sharpe"),
-            "test_sharpe": ts, "test_bh_sharpe": tb, "excess_sharpe": None if ts is None or tb is None else ts - tb,
+            "val_sharpe": g(fr.val, "sharpe"), "val_bh_sharpe": g(fr.val_buy_and_hold, "sharpe"), "val_deflated_sharpe": fr.deflated_sharpe,
+            "test_sharpe": g(fr.test, "sharpe"), "test_bh_sharpe": g(fr.test_buy_and_hold, "sharpe"), **excess,
             "test_sortino": g(fr.test, "sortino"), "test_bh_sortino": g(fr.test_buy_and_hold, "sortino"),
             "test_max_drawdown": g(fr.test, "max_drawdown"), "test_bh_max_drawdown": g(fr.test_buy_and_hold, "max_drawdown"),
             "test_annual_return": g(fr.test, "annual_return"), "test_bh_annual_return": g(fr.test_buy_and_hold, "annual_return"),
-            "test_turnover": g(fr.test, "turnover"), "deflated_sharpe": fr.deflated_sharpe}
+            "test_turnover": g(fr.test, "turnover")}
 
 def _read_metrics_frame(path: Path) -> pd.DataFrame:
     "metrics.jsonl as a DataFrame (None -> NaN)."
@@ -267,11 +296,171 @@ def load_run(path: str | os.PathLike) -> Run:
         result = WalkForwardResult(folds, res.get("overall") or {}, res.get("test") or {}, res.get("test_buy_and_hold") or {})
     return Run(p, rc, _read_metrics_frame(p / "metrics.jsonl"), folds, series, result, res)
 
+# %% ../nbs/20_run.ipynb #1693a8a4
+def excess_figures(returns: Tensor | None, buy_and_hold: Tensor | None, periods_per_year: float) -> dict:
+    "Sharpe of the per-bar excess return over buy-and-hold, its 95% stationary-bootstrap interval, PSR(0) and the verdict."
+    if returns is None or len(returns) < 16:
+        return {"excess_sharpe": None, "excess_low": None, "excess_high": None, "excess_psr": None, "block_length": None,
+                "verdict": "too short"}
+    x = (returns - buy_and_hold).double()
+    iv = sharpe_interval(x, periods_per_year)                  # 2,000 resamples, Politis & White block length, seed 0
+    verdict = "beats" if iv["low"] > 0 else "trails" if iv["high"] < 0 else "indistinguishable"
+    return {"excess_sharpe": iv["sharpe"], "excess_low": iv["low"], "excess_high": iv["high"],
+            "excess_psr": float(probabilistic_sharpe_ratio(x)), "block_length": iv["block_length"], "verdict": verdict}
+
+# %% ../nbs/20_run.ipynb #ce09b4a6
+@patch
+def stitched(self: Run) -> dict[str, Tensor]:
+    "The finished folds' test series end to end: returns, positions, buy_and_hold, time_ns (float64 / int64, CPU)."
+    keys = ("returns", "positions", "buy_and_hold", "time_ns")
+    return {k: torch.cat([self.series[f.fold][k] for f in self.folds]) for k in keys} if self.folds else {}
+
+@patch
+def excess(self: Run) -> dict:
+    "`excess_figures` of the stitched test folds, annualised with the run's bars per year."
+    s = self.stitched()
+    return excess_figures(s.get("returns"), s.get("buy_and_hold"), self.config.annualisation()[0])
+
+# %% ../nbs/20_run.ipynb #1374c5a2
+def _same_plan(a: RunConfig, b: RunConfig) -> bool:
+    "Whether two runs tested on the same bars with the same folds."
+    keys = ("folds", "train_bars", "val_bars", "test_bars", "embargo")
+    return a.data_info.get("fingerprint") == b.data_info.get("fingerprint") and all(getattr(a, k) == getattr(b, k) for k in keys)
+
+def _trial_status(path: Path, run: Run) -> str:
+    "'trial' when the run directory at `path` counts as a trial beside `run`, else why it does not."
+    try: rc = RunConfig.from_dict(json.loads((path / "config.json").read_text()))
+    except (ValueError, TypeError, OSError): return "unreadable config.json"
+    if not _same_plan(rc, run.config): return "other data" if rc.data_info.get("fingerprint") != run.config.data_info["fingerprint"] else "other folds"
+    try: done = json.loads((path / "results.json").read_text()).get("complete")
+    except (ValueError, OSError): done = False
+    return "trial" if done else "incomplete"
+
+@dataclass
+class Trials:
+    "The trials of a run root on one run's bars and folds: the runs counted and, by name, why others are not."
+    runs: list[Run]
+    skipped: dict[str, str]
+
+def run_trials(run: Run) -> Trials:
+    "The completed runs under `run`'s parent directory on its bars and folds (`run` itself once all its folds finished)."
+    runs, skipped = [], {}
+    for p in sorted(q for q in run.path.parent.iterdir() if (q / "config.json").is_file()):
+        if p.resolve() == run.path.resolve():
+            if len(run.folds) == run.config.folds: runs.append(run)
+            else: skipped[p.name] = "incomplete"
+            continue
+        why = _trial_status(p, run)
+        if why == "trial": runs.append(load_run(p))
+        else: skipped[p.name] = why
+    return Trials(runs, skipped)
+
+# %% ../nbs/20_run.ipynb #214153f4
+def _excess_frame(runs: list[Run]) -> pd.DataFrame:
+    "The runs' stitched test excess returns, one column per run, on the bar times all of them traded."
+    cols = {}
+    for i, r in enumerate(runs):
+        s = r.stitched()
+        cols[i] = pd.Series((s["returns"] - s["buy_and_hold"]).numpy(), index=s["time_ns"].numpy())
+    return pd.DataFrame(cols).dropna()
+
+def deflate(runs: list[Run]) -> dict:
+    "Test DSR of each run's excess returns against the best of the runs as trials: N, effective N, SR* and one DSR per run."
+    ppy = runs[0].config.annualisation()[0]
+    x = [(lambda s: (s["returns"] - s["buy_and_hold"]).double())(r.stitched()) for r in runs]
+    n, common = len(runs), _excess_frame(runs)
+    n_eff = effective_trials(torch.tensor(common.to_numpy().T)) if n > 1 and len(common) > 2 else 1.0 * n
+    trial_sr = torch.stack([sharpe_ratio(v, 1.0) for v in x])
+    var = trial_sr.var(correction=1) if n > 1 else torch.zeros((), dtype=torch.float64)
+    sr_star = expected_max_sharpe(var, n_eff)
+    return {"n_trials": n, "n_effective": n_eff, "mean_correlation": (n_eff - n) / (1 - n) if n > 1 else None,
+            "sr_star": float(sr_star) * math.sqrt(ppy), "best": runs[int(trial_sr.argmax())].name,
+            "dsr": [float(probabilistic_sharpe_ratio(v, sr_star)) for v in x]}
+
+# %% ../nbs/20_run.ipynb #f5581b45
+@patch
+def deflated_test_sharpe(self: Run) -> dict:
+    "This run's test DSR as one of the trials of its run root: n_trials, n_effective, sr_star (annualised), dsr, names."
+    t = run_trials(self)
+    if not any(r is self for r in t.runs): return {"n_trials": 0, "dsr": None, "skipped": t.skipped, "trials": []}
+    d = deflate(t.runs)
+    return {**{k: v for k, v in d.items() if k != "dsr"}, "dsr": d["dsr"][[r is self for r in t.runs].index(True)],
+            "trials": [r.name for r in t.runs], "skipped": t.skipped}
+
+# %% ../nbs/20_run.ipynb #629c62c7
+def _sheet_column(r: Tensor, p: Tensor, fold_lengths: list[int], ppy: float, cost: float) -> dict:
+    "One column of the tear sheet: a return series `r` and its positions `p` on the stitched test bars."
+    traded = sum(float(turnover(q)) * len(q) for q in p.split(fold_lengths))     # every fold starts flat
+    return {"total return": float(torch.expm1(r.sum())), "CAGR": float(annualized_return(r, ppy)),
+            "volatility (annualised)": float(r.std() * math.sqrt(ppy)), "Sharpe": float(sharpe_ratio(r, ppy)),
+            "Sortino": float(sortino_ratio(r, ppy)), "Calmar": float(calmar_ratio(r, ppy)),
+            "max drawdown": float(max_drawdown(r)), "longest drawdown (bars)": int(drawdown_duration(r)),
+            "hit rate": float(hit_rate(r)), "turnover (per bar)": float(turnover(p)), "costs paid": traded * cost,
+            "time long": float((p > 0).double().mean()), "time short": float((p < 0).double().mean()),
+            "time flat": float((p == 0).double().mean()), "bars": len(r), "years": len(r) / ppy}
+
+@patch
+def tear_sheet(self: Run) -> pd.DataFrame:
+    "The stitched test folds' figures (rows) for the strategy and buy-and-hold on the same bars (columns)."
+    s = self.stitched()
+    if not s: return pd.DataFrame()
+    env, ppy = self.config.trainer_config().env, self.config.annualisation()[0]
+    lengths = [len(self.series[f.fold]["returns"]) for f in self.folds]
+    cost = (env.cost_bps + env.slippage_bps) * 1e-4
+    return pd.DataFrame({self.config.algo: _sheet_column(s["returns"], s["positions"], lengths, ppy, cost),
+                         "buy & hold": _sheet_column(s["buy_and_hold"], torch.ones_like(s["positions"]), lengths, ppy, cost)})
+
+# %% ../nbs/20_run.ipynb #eccd30f4
+@patch
+def monthly_returns(self: Run, which: str = "strategy") -> pd.DataFrame:
+    "Compounded return of each calendar month of the stitched test folds (rows: years; Jan..Dec, then the year's)."
+    if which not in ("strategy", "buy_and_hold"): raise ValueError(f"which must be 'strategy' or 'buy_and_hold', got {which!r}")
+    s = self.stitched()
+    lr = pd.Series(s["returns" if which == "strategy" else "buy_and_hold"].numpy(), index=pd.to_datetime(s["time_ns"].numpy()))
+    months = np.expm1(lr.groupby([lr.index.year, lr.index.month]).sum()).unstack()
+    months = months.reindex(columns=range(1, 13)).rename(columns=dict(enumerate(calendar.month_abbr)))
+    months["year"] = np.expm1(lr.groupby(lr.index.year).sum())
+    return months.rename_axis(index="year", columns=None)
+
+def _underwater(ax, x, r: Tensor, b: Tensor, label: str) -> None:
+    "Drawdown in % below the running peak (`gpurl.metrics.drawdown`) of the strategy and buy-and-hold on `ax`."
+    ax.fill_between(x, -100 * drawdown(r).numpy(), 0, alpha=0.4, color="C0")
+    ax.plot(x, -100 * drawdown(r).numpy(), lw=0.8, color="C0", label=label)
+    ax.plot(x, -100 * drawdown(b).numpy(), lw=0.8, color="C1", label="buy & hold")
+    ax.set(ylabel="drawdown (%)")
+
+# %% ../nbs/20_run.ipynb #e44b3b00
+@patch
+def plot_tear_sheet(self: Run):
+    "Rolling Sharpe ratio over half a year of bars (top) and the underwater curve (bottom), strategy vs buy-and-hold."
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(9, 4.6), layout="constrained")
+    a1, a2 = fig.subplots(2, 1, sharex=True, height_ratios=(1, 1))
+    s, ppy = self.stitched(), self.config.annualisation()[0]
+    if s:
+        x, w = pd.to_datetime(s["time_ns"].numpy()), max(10, min(round(ppy / 2), len(s["returns"]) // 3))
+        for k, label in (("returns", self.config.algo), ("buy_and_hold", "buy & hold")):
+            roll = pd.Series(s[k].numpy(), index=x).rolling(w)
+            a1.plot(x, roll.mean() / roll.std() * math.sqrt(ppy), lw=1.0, label=label)
+        _underwater(a2, x, s["returns"], s["buy_and_hold"], self.config.algo)
+        a1.set_title(f"rolling Sharpe ratio over {w} bars (annualised with {ppy:,.0f} bars a year)")
+    a1.axhline(0, color="grey", lw=0.6); a1.set(ylabel="Sharpe ratio (annualised)")
+    a2.set(xlabel="date", title="underwater: below the running peak")
+    for a in (a1, a2): a.grid(alpha=0.3); a.legend(fontsize=7)
+    a2.tick_params(axis="x", labelrotation=30, labelsize=7)
+    return fig
+
 # %% ../nbs/20_run.ipynb #3471c6b5
 def _f(v, fmt: str = "{:.2f}", width: int = 0) -> str:
     "A number for the tables ('-' when missing or not finite)."
     s = "-" if v is None or (isinstance(v, float) and not math.isfinite(v)) else fmt.format(v)
     return s.rjust(width) if width else s
+
+def _ci(e) -> str:
+    "An excess Sharpe with its 95% interval, e.g. '+0.85 [+0.21, +1.49]'."
+    v = e.get("excess_sharpe")
+    if v is None or not math.isfinite(v): return "-"
+    return f"{v:+.2f} [{e['excess_low']:+.2f}, {e['excess_high']:+.2f}]"
 
 def _data_label(c: RunConfig) -> str:
     i = c.data_info
@@ -279,46 +468,55 @@ def _data_label(c: RunConfig) -> str:
            if c.data == "synthetic" else Path(c.data).name)
     return f"{src}, {i['n_bars']} bars {_when(pd.Timestamp(i['first']).value)}..{_when(pd.Timestamp(i['last']).value)}"
 
-def _verdict(run: Run) -> str:
-    "One honest sentence: does the agent beat buy-and-hold out of sample, after costs?"
-    if not run.complete: return f"incomplete: {len(run.folds)} of {run.config.folds} folds finished; continue with gpurl_train --resume {run.path}"
-    r, c = run.result, run.config
-    tested = [f for f in r.folds if f.test and f.test_buy_and_hold]
-    wins = sum(f.test["sharpe"] > f.test_buy_and_hold["sharpe"] for f in tested)
-    s, b = r.test.get("sharpe"), r.test_buy_and_hold.get("sharpe")
-    how = "beats" if s is not None and b is not None and s > b else "does NOT beat"
-    return (f"{c.algo.upper()} {how} buy-and-hold out of sample after {c.cost_bps:g} bp costs: stitched test Sharpe "
-            f"{_f(s)} vs {_f(b)}; better in {wins} of {len(tested)} folds")
+@patch
+def trials_line(self: Run, trials: dict | None = None) -> str:
+    "How many trials the test DSR deflates by, which runs they are, which are not counted (`trials`: default results.json's)."
+    d = trials or (self.results or {}).get("trials") or self.deflated_test_sharpe()
+    head = (f"test DSR {_f(d['dsr'])}: best of {d['n_trials']} trial(s) under {self.path.parent} on these bars and folds "
+            f"(effective {_f(d.get('n_effective'), '{:.1f}')}, mean correlation {_f(d.get('mean_correlation'))}, "
+            f"SR* {_f(d.get('sr_star'))} annualised): {', '.join(d['trials'])}")
+    return head + ("; not counted: " + ", ".join(f"{k} ({v})" for k, v in d["skipped"].items()) if d["skipped"] else "")
 
+def _verdict(run: Run) -> str:
+    "One honest sentence: does the agent beat buy-and-hold out of sample after costs, beyond the noise?"
+    if not run.complete: return f"incomplete: {len(run.folds)} of {run.config.folds} folds finished; continue with gpurl_train --resume {run.path}"
+    c, e, per_fold = run.config, run.excess(), run.table()["verdict"].value_counts()
+    how = {"beats": "beats", "trails": "trails", "indistinguishable": "is indistinguishable from",
+           "too short": "has too few test bars to compare with"}[e["verdict"]]
+    folds = ", ".join(f"{v} in {k} of {len(run.folds)}" for v, k in per_fold.items())
+    return (f"{c.algo.upper()} {how} buy-and-hold out of sample after {c.cost_bps:g} bp costs: the excess return over "
+            f"buy-and-hold has a stitched test Sharpe of {_ci(e)} (95% CI, stationary bootstrap over bars, mean block "
+            f"{_f(e['block_length'], '{:.1f}')} bars), PSR {_f(e['excess_psr'])}; per fold: {folds}")
+
+# %% ../nbs/20_run.ipynb #eeeade70
 @patch
 def summary(self: Run) -> str:
     "The one-screen summary table printed at the end of a run."
     c, tb = self.config, (self.table() if self.folds else None)
-    periods = [f"{r.test_start}..{r.test_end}" if r.test_start else "-" for _, r in (tb.iterrows() if tb is not None else [])]
-    pw = max([23] + [len(p) for p in periods])
-    head = (f"{'fold':>4}  {'test period':<{pw}} {'epochs':>6} {'stop':<17} {'val SR':>6} {'test SR':>7} {'B&H SR':>6} "
-            f"{'excess':>6} {'test MDD':>8} {'B&H MDD':>7} {'turnover':>8} {'DSR':>5}")
+    rows = list(tb.iterrows()) if tb is not None else []
+    periods = [f"{r.test_start}..{r.test_end}" if r.test_start else "-" for _, r in rows]
+    pw = max([19] + [len(p) for p in periods])
+    head = (f"{'fold':>4}  {'test period':<{pw}} {'epochs':>6} {'val SR':>6} {'val DSR':>7} {'test SR':>7} {'B&H SR':>6} "
+            f"{'excess SR [95% CI]':>20} {'PSR':>4} {'verdict':<17} {'test MDD':>8} {'B&H MDD':>7} {'turnover':>8}")
+    line = lambda k, period, ep, vs, vd, t, b, e, mdd, bmdd, to: (
+        f"{k:>4}  {period:<{pw}} {ep:>6} {_f(vs, width=6)} {_f(vd, width=7)} {_f(t, width=7)} {_f(b, width=6)} {_ci(e):>20} "
+        f"{_f(e.get('excess_psr'), width=4)} {e.get('verdict', ''):<17} {_f(mdd, '{:.1%}', 8)} {_f(bmdd, '{:.1%}', 7)} {_f(to, '{:.3f}', 8)}")
     lines = [f"gpurl_train {c.algo} on {_data_label(c)}",
              f"{c.folds} folds of {c.train_bars}/{c.val_bars}/{c.test_bars} train/val/test bars, embargo {c.embargo}, "
-             f"{c.cost_bps:g} bp costs, up to {c.epochs} epochs, device {c.device}", "", head]
-    for (_, r), period in zip(tb.iterrows() if tb is not None else [], periods):
-        lines.append(f"{r.name:>4}  {period:<{pw}} {r.epochs_run:>6} {str(r.stop_reason):<17} {_f(r.val_sharpe, width=6)} "
-                     f"{_f(r.test_sharpe, width=7)} {_f(r.test_bh_sharpe, width=6)} {_f(r.excess_sharpe, '{:+.2f}', 6)} "
-                     f"{_f(r.test_max_drawdown, '{:.1%}', 8)} {_f(r.test_bh_max_drawdown, '{:.1%}', 7)} "
-                     f"{_f(r.test_turnover, '{:.3f}', 8)} {_f(r.deflated_sharpe, width=5)}")
+             f"{c.cost_bps:g} bp costs, up to {c.epochs} epochs, device {c.device}", *c.plan_lines(), "", head]
+    lines += [line(r.name, p, r.epochs_run, r.val_sharpe, r.val_deflated_sharpe, r.test_sharpe, r.test_bh_sharpe, r,
+                   r.test_max_drawdown, r.test_bh_max_drawdown, r.test_turnover) for (_, r), p in zip(rows, periods)]
     if self.complete and self.result.test:
         t, b = self.result.test, self.result.test_buy_and_hold
-        lines.append(f"{'all':>4}  {'stitched test folds':<{pw}} {'':>6} {'':<17} {'':>6} {_f(t.get('sharpe'), width=7)} "
-                     f"{_f(b.get('sharpe'), width=6)} {_f(t['sharpe'] - b['sharpe'], '{:+.2f}', 6)} "
-                     f"{_f(t.get('max_drawdown'), '{:.1%}', 8)} {_f(b.get('max_drawdown'), '{:.1%}', 7)} "
-                     f"{_f(t.get('turnover'), '{:.3f}', 8)} {_f(self.result.overall.get('mean_deflated_sharpe'), width=5)}")
-    lines += ["", _verdict(self)]
+        lines.append(line("all", "stitched test folds", "", None, None, t.get("sharpe"), b.get("sharpe"), self.excess(),
+                          t.get("max_drawdown"), b.get("max_drawdown"), t.get("turnover")))
+    lines += ["", _verdict(self)] + ([self.trials_line()] if self.complete else [])
     if self.complete and (self.results or {}).get("planted_rule"):
         lines.append(f"reference: the planted rule (knows the synthetic market's mechanism) earns Sharpe "
                      f"{_f(self.results['planted_rule']['test'].get('sharpe'))} on the same test bars")
     lines.append(f"run:    {self.path}")
     if (self.path / "report.md").is_file():
-        lines += [f"report: {self.path / 'report.md'}", f"plots:  {self.path / 'plots'}/equity.png, drawdown.png, learning_curves.png"]
+        lines += [f"report: {self.path / 'report.md'}", f"plots:  {self.path / 'plots'}/equity.png, drawdown.png, tear_sheet.png, learning_curves.png"]
     return "\n".join(lines)
 
 # %% ../nbs/20_run.ipynb #35839e53
@@ -342,7 +540,8 @@ def plot_learning_curves(self: Run):
         if key: a2.plot(g["epoch"], g[key], lw=1.2, label=f"fold {k}")
     a1.axhline(0, color="grey", lw=0.6)
     a1.set(xlabel="epoch", ylabel="val Sharpe (annualised)", title="validation (greedy backtest); o = best epoch")
-    a2.set(xlabel="epoch", ylabel=key or "loss", title="training loss")
+    a2.set(xlabel="epoch", ylabel=("training " + key.removeprefix("train_").replace("_", " ")) if key else "training loss",
+           title="training loss (the trainer's own objective)")
     for a in (a1, a2):
         a.grid(alpha=0.3); a.xaxis.set_major_locator(MaxNLocator(integer=True))
         if len(m): a.legend(fontsize=7)
@@ -366,10 +565,6 @@ def plot_equity(self: Run):
     for ax in axs[len(self.folds):]: ax.set_visible(False)
     return fig
 
-def _drawdown(log_returns: Tensor) -> Tensor:
-    eq = log_returns.cumsum(0).exp()
-    return 1 - eq / eq.cummax(0).values
-
 @patch
 def plot_drawdown(self: Run):
     "Stitched out-of-sample equity of all test folds (top) and drawdowns (bottom), strategy vs buy-and-hold."
@@ -377,12 +572,11 @@ def plot_drawdown(self: Run):
     fig = Figure(figsize=(9, 4.6), layout="constrained")
     a1, a2 = fig.subplots(2, 1, sharex=True, height_ratios=(2, 1))
     if self.folds:
-        cat = lambda k: torch.cat([self.series[f.fold][k] for f in self.folds])
-        r, b, x = cat("returns"), cat("buy_and_hold"), pd.to_datetime(cat("time_ns").numpy())
+        s = self.stitched()
+        r, b, x = s["returns"], s["buy_and_hold"], pd.to_datetime(s["time_ns"].numpy())
         a1.plot(x, r.cumsum(0).exp().numpy(), lw=1.2, label=self.config.algo)
         a1.plot(x, b.cumsum(0).exp().numpy(), lw=1.0, alpha=0.8, label="buy & hold")
-        a2.fill_between(x, -100 * _drawdown(r).numpy(), 0, alpha=0.5, label=self.config.algo)
-        a2.plot(x, -100 * _drawdown(b).numpy(), lw=0.8, color="C1", label="buy & hold")
+        _underwater(a2, x, r, b, self.config.algo)
         for f in self.folds[1:]:
             t0 = pd.Timestamp(int(self.series[f.fold]["time_ns"][0]))
             for a in (a1, a2): a.axvline(t0, color="grey", lw=0.6, ls=":")
@@ -407,45 +601,82 @@ def _planted_line(run: Run) -> str:
             f"and trades it every bar) earns a stitched test Sharpe of {_f(pr['test'].get('sharpe'))} on the same bars with "
             f"the same costs (per fold: {', '.join(_f(x) for x in pr['folds'])}).\n\n")
 
+_RESULT_HEAD = ["fold", "test period", "epochs", "stop", "best epoch", "val Sharpe", "val DSR", "test Sharpe", "B&H Sharpe",
+                "excess Sharpe [95% CI]", "excess PSR", "verdict", "test max DD", "B&H max DD", "turnover"]
+
+def _result_rows(run: Run) -> list[list]:
+    "The report's results table: one row per fold, then the stitched test folds."
+    rows = [[k, f"{x.test_start} .. {x.test_end}", x.epochs_run, x.stop_reason, _f(x.best_epoch, "{:.0f}"), _f(x.val_sharpe),
+             _f(x.val_deflated_sharpe), _f(x.test_sharpe), _f(x.test_bh_sharpe), _ci(x), _f(x.excess_psr), x.verdict,
+             _f(x.test_max_drawdown, "{:.1%}"), _f(x.test_bh_max_drawdown, "{:.1%}"), _f(x.test_turnover, "{:.3f}")]
+            for k, x in run.table().iterrows()]
+    t, b, e = run.result.test, run.result.test_buy_and_hold, run.excess()
+    if t:
+        rows.append(["**all**", "stitched", "", "", "", "", "", _f(t.get("sharpe")), _f(b.get("sharpe")), _ci(e),
+                     _f(e["excess_psr"]), e["verdict"], _f(t.get("max_drawdown"), "{:.1%}"), _f(b.get("max_drawdown"), "{:.1%}"),
+                     _f(t.get("turnover"), "{:.3f}")])
+    return rows
+
+def _sheet_table(run: Run) -> str:
+    "The tear sheet as a markdown table (fractions as percentages)."
+    ts, pct = run.tear_sheet(), {"total return", "CAGR", "volatility (annualised)", "max drawdown", "hit rate", "costs paid",
+                                 "time long", "time short", "time flat"}
+    fmt = lambda k, v: _f(v, "{:.1%}") if k in pct else _f(v, "{:,.0f}") if k in ("bars", "longest drawdown (bars)") else _f(v)
+    return _md_table([[k, *(fmt(k, v) for v in row)] for k, row in ts.iterrows()], ["", *ts.columns])
+
+def _monthly_table(run: Run) -> str:
+    "The strategy's monthly returns as a markdown table."
+    m = run.monthly_returns()
+    return _md_table([[y, *(_f(v, "{:+.1%}") for v in row)] for y, row in m.iterrows()], ["year", *m.columns])
+
+# %% ../nbs/20_run.ipynb #0a995426
 def write_report(run: Run) -> None:
     "plots/*.png and report.md of a complete run."
-    c, r = run.config, run.result
+    c = run.config
     plots = run.path / "plots"; plots.mkdir(exist_ok=True)
-    for name, fn in (("learning_curves", run.plot_learning_curves), ("equity", run.plot_equity), ("drawdown", run.plot_drawdown)):
+    for name, fn in (("learning_curves", run.plot_learning_curves), ("equity", run.plot_equity), ("drawdown", run.plot_drawdown),
+                     ("tear_sheet", run.plot_tear_sheet)):
         fn().savefig(plots / f"{name}.png", dpi=110)
-    tb = run.table()
-    rows = [[k, f"{x.test_start} .. {x.test_end}", x.epochs_run, x.stop_reason, _f(x.best_epoch, "{:d}"), _f(x.val_sharpe),
-             _f(x.test_sharpe), _f(x.test_bh_sharpe), _f(x.test_sortino), _f(x.test_bh_sortino),
-             _f(x.test_max_drawdown, "{:.1%}"), _f(x.test_bh_max_drawdown, "{:.1%}"), _f(x.test_turnover, "{:.3f}"),
-             _f(x.deflated_sharpe)] for k, x in tb.iterrows()]
-    t, b = r.test, r.test_buy_and_hold
-    if t:
-        rows.append(["**all**", "stitched", "", "", "", _f(r.overall.get("mean_val_sharpe")), _f(t.get("sharpe")),
-                     _f(b.get("sharpe")), _f(t.get("sortino")), _f(b.get("sortino")), _f(t.get("max_drawdown"), "{:.1%}"),
-                     _f(b.get("max_drawdown"), "{:.1%}"), _f(t.get("turnover"), "{:.3f}"), _f(r.overall.get("mean_deflated_sharpe"))])
-    head = ["fold", "test period", "epochs", "stop", "best epoch", "val Sharpe", "test Sharpe", "B&H Sharpe",
-            "test Sortino", "B&H Sortino", "test max DD", "B&H max DD", "turnover", "DSR"]
-    ppy = c.trainer_config().env.periods_per_year
+    nl = "\n"
     text = f"""# gpurl_train run `{run.name}`
 
 **{_verdict(run)}.**
 
+{run.trials_line()}.
+
 - algorithm: **{c.algo}** (`{get_model(c.algo).trainer.__name__}`, every setting in `config.json`)
 - data: {_data_label(c)}
-- walk-forward: {c.folds} folds of {c.train_bars} train / {c.val_bars} validation / {c.test_bars} test bars, embargo {c.embargo}
-- costs: {c.cost_bps:g} bp per unit of position traded; Sharpe and Sortino annualised with {_f(ppy, '{:g}')} bars a year
+- walk-forward: {c.folds} folds of {c.train_bars} train / {c.val_bars} validation / {c.test_bars} test bars, embargo {c.embargo}, the last test window ending at the last bar
+- costs: {c.cost_bps:g} bp per unit of position traded; every figure {c.plan_lines()[0]}
 - epochs: up to {c.epochs} per fold (early stopping and LR plateaus per `config.json` `driver`); device {c.device}
-- training time: {_f(sum(f.seconds for f in r.folds), '{:.0f}')} s over all folds
+- training time: {_f(sum(f.seconds for f in run.folds), '{:.0f}')} s over all folds
 - reproduce: `{c.command(config=run.path / 'hyperparams.json')}`
+
+## Bars used
+
+{nl.join('- ' + line for line in c.plan_lines()[1:])}
 
 ## Results
 
-{_md_table(rows, head)}
+{_md_table(_result_rows(run), _RESULT_HEAD)}
 
 {_planted_line(run)}Validation picks each fold's best epoch; the test bars come after it and were never used to choose anything. Buy-and-hold
-holds one long unit over the same test bars and pays the same entry cost. DSR is the deflated Sharpe ratio of the best
-epoch's validation returns over all the epochs tried (Bailey & López de Prado 2014): the probability that its true
-Sharpe beats the best that as many unskilled trials would show; values near 1 mean the pick is unlikely to be luck.
+holds one long unit over the same test bars and pays the same entry cost. The excess Sharpe is the annualised Sharpe
+ratio of the per-bar excess return over buy-and-hold, with its 95% interval from 2,000 stationary-bootstrap resamples
+over bars (Politis & Romano 1994; mean block length by Politis & White 2004) and its probabilistic Sharpe ratio PSR(0)
+(Bailey & López de Prado 2012); the verdict is "beats" only when the interval lies above zero. The val DSR is a
+validation figure: the deflated Sharpe ratio of the best epoch's validation returns over the epochs tried (Bailey &
+López de Prado 2014). The test DSR above deflates the stitched test excess return by the trials of the run root.
+
+## Tear sheet: the stitched test folds
+
+{_sheet_table(run)}
+
+Monthly returns of {c.algo} (compounded):
+
+{_monthly_table(run)}
+
+![tear sheet](plots/tear_sheet.png)
 
 ## Learning curves
 
@@ -461,23 +692,42 @@ Sharpe beats the best that as many unskilled trials would show; values near 1 me
 
 ## Files
 
-`config.json` (resolved settings), `metrics.jsonl` (per epoch per fold), `checkpoints/fold{{k}}_best.safetensors`
+`config.json` (resolved settings, bars used), `metrics.jsonl` (per epoch per fold), `checkpoints/fold{{k}}_best.safetensors`
 (best weights; `load_checkpoint` or `safetensors.torch.load_file`), `results.json`. In Python:
-`from gpurl.cli import load_run; run = load_run("{run.path}")`, then `run.table()`, `run.metrics`, `run.trainer(0)`,
-`run.backtest(0)`.
+`from gpurl.run import load_run; run = load_run("{run.path}")`, then `run.table()`, `run.tear_sheet()`, `run.metrics`,
+`run.trainer(0)`, `run.backtest(0)`.
 """
     atomic_write_bytes(run.path / "report.md", text.encode())
 
-def compare_runs(*runs) -> pd.DataFrame:
-    "One row per run (Run objects or paths): algo, stitched test Sharpe vs buy-and-hold, wins, drawdown, turnover, DSR, time."
+# %% ../nbs/20_run.ipynb #44ce3765
+def _runs_of(items) -> list[Run]:
+    "Runs from Run objects, run directories and run roots (every run directory under a root)."
     out = []
+    for it in items:
+        if isinstance(it, Run): out.append(it); continue
+        p = Path(it)
+        if (p / "config.json").is_file(): out.append(load_run(p))
+        elif p.is_dir(): out += [load_run(q) for q in sorted(p.iterdir()) if (q / "config.json").is_file()]
+        else: raise FileNotFoundError(f"{p} is neither a gpurl_train run directory nor a directory of runs")
+    return out
+
+def compare_runs(*runs) -> pd.DataFrame:
+    "One row per run (Run objects, run directories or run roots): test vs buy-and-hold with the excess's interval, the test DSR over the trials."
+    runs, out = _runs_of(runs), []
+    groups: list[list[Run]] = []                              # the trials: complete runs on the same bars and folds
+    for r in (r for r in runs if r.complete):
+        g = next((g for g in groups if _same_plan(g[0].config, r.config)), None)
+        if g is None: groups.append([r])
+        else: g.append(r)
+    dsr = {id(r): (d["dsr"][i], d["n_trials"], d["n_effective"]) for g in groups for d in [deflate(g)] for i, r in enumerate(g)}
     for r in runs:
-        r = r if isinstance(r, Run) else load_run(r)
-        t, b, o = (r.result.test, r.result.test_buy_and_hold, r.result.overall) if r.complete else ({}, {}, {})
-        out.append({"run": r.name, "algo": r.config.algo, "folds_done": len(r.folds), "test_sharpe": t.get("sharpe"),
-                    "bh_sharpe": b.get("sharpe"), "excess_sharpe": (t["sharpe"] - b["sharpe"]) if t and b else None,
-                    "folds_beating_bh": o.get("frac_folds_beating_bh"), "test_sortino": t.get("sortino"),
+        t, b = (r.result.test, r.result.test_buy_and_hold) if r.complete else ({}, {})
+        e, tb = r.excess(), r.table()
+        d = dsr.get(id(r), (None, None, None))
+        out.append({"run": r.name, "algo": r.config.algo, "folds_done": len(r.folds), "folds": r.config.folds,
+                    "test_sharpe": t.get("sharpe"), "bh_sharpe": b.get("sharpe"), **{k: e[k] for k in ("excess_sharpe", "excess_low", "excess_high", "excess_psr", "verdict")},
+                    "folds_beating_bh": int((tb["verdict"] == "beats").sum()) if len(tb) else 0,
+                    "test_dsr": d[0], "n_trials": d[1], "n_effective_trials": d[2],
                     "test_max_drawdown": t.get("max_drawdown"), "bh_max_drawdown": b.get("max_drawdown"),
-                    "test_turnover": t.get("turnover"), "mean_dsr": o.get("mean_deflated_sharpe"),
-                    "train_seconds": sum(f.seconds for f in r.folds)})
+                    "test_turnover": t.get("turnover"), "train_seconds": sum(f.seconds for f in r.folds)})
     return pd.DataFrame(out).set_index("run")

@@ -187,13 +187,13 @@ class WalkForwardResult:
         return _from_fields(cls, {"folds": folds, **d})
 
     def to_frame(self):
-        "One row per fold (pandas): epochs, stop reason, best epoch, val/test/buy-and-hold Sharpe, DSR."
+        "One row per fold (pandas): epochs, stop reason, best epoch, val/test/buy-and-hold Sharpe, validation DSR."
         import pandas as pd
         return pd.DataFrame([{"fold": f.fold, "epochs_run": f.epochs_run, "stop_reason": f.stop_reason,
                               "best_epoch": f.best_epoch, "val_sharpe": f.val.get("sharpe", f.best_metric),
                               "test_sharpe": f.test.get("sharpe"), "test_bh_sharpe": f.test_buy_and_hold.get("sharpe"),
                               "test_max_drawdown": f.test.get("max_drawdown"), "test_turnover": f.test.get("turnover"),
-                              "deflated_sharpe": f.deflated_sharpe} for f in self.folds]).set_index("fold")
+                              "val_deflated_sharpe": f.deflated_sharpe} for f in self.folds]).set_index("fold")
 
 # %% ../nbs/09_walkforward.ipynb #bed6c37d
 def _read_metrics(train: dict, val: dict, lr: Tensor) -> dict[str, float]:
@@ -495,8 +495,8 @@ def _overall(folds: list[FoldResult], ppy: float) -> tuple[dict, dict, dict]:
         overall[f"mean_test_{k}"] = mean([f.test.get(k) for f in tested])
     for k in ("sharpe", "sortino", "max_drawdown"): overall[f"mean_test_bh_{k}"] = mean([f.test_buy_and_hold.get(k) for f in tested])
     overall["mean_test_excess_sharpe"] = mean([f.test["sharpe"] - f.test_buy_and_hold["sharpe"] for f in tested])
-    overall["frac_folds_beating_bh"] = mean([float(f.test["sharpe"] > f.test_buy_and_hold["sharpe"]) for f in tested])
-    overall["mean_deflated_sharpe"] = mean([f.deflated_sharpe for f in tested])
+    overall["n_folds_sharpe_above_bh"] = float(sum(f.test["sharpe"] > f.test_buy_and_hold["sharpe"] for f in tested))
+    overall["mean_val_deflated_sharpe"] = mean([f.deflated_sharpe for f in tested])     # a validation figure, per fold
     for k in TASK_METRICS:
         if any(k in f.test for f in folds):
             for split in ("val", "test"): overall[f"mean_{split}_{k}"] = mean([getattr(f, split).get(k) for f in folds])

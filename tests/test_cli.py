@@ -100,15 +100,18 @@ def test_end_to_end(algo, runner, tmp_path):
     res = json.loads((run / "results.json").read_text())
     assert res["complete"] and len(res["table"]) == 2
     for row in res["table"]:
-        for k in ("val_sharpe", "test_sharpe", "test_sortino", "test_max_drawdown", "test_turnover", "deflated_sharpe",
-                  "test_bh_sharpe", "excess_sharpe"):
+        for k in ("val_sharpe", "test_sharpe", "test_sortino", "test_max_drawdown", "test_turnover", "val_deflated_sharpe",
+                  "test_bh_sharpe", "excess_sharpe", "excess_low", "excess_high", "excess_psr"):
             assert isinstance(row[k], float), (k, row)
     for k in ("sharpe", "sortino", "max_drawdown", "turnover"): assert isinstance(res["test"][k], float), k
     assert isinstance(res["test_buy_and_hold"]["sharpe"], float)
-    assert {"mean_val_sharpe", "mean_test_sharpe", "mean_deflated_sharpe", "frac_folds_beating_bh"} <= set(res["overall"])
+    assert {"mean_val_sharpe", "mean_test_sharpe", "mean_val_deflated_sharpe", "n_folds_sharpe_above_bh"} <= set(res["overall"])
+    assert res["test_excess"]["verdict"] in ("beats", "indistinguishable", "trails") and res["trials"]["n_trials"] == 1
+    assert res["bar_usage"][-1]["stop"] == c["data_info"]["n_bars"] and res["periods_per_year"] == 252.0
     # report.md and its plots
     report = (run / "report.md").read_text()
-    for png in ("learning_curves", "equity", "drawdown"):
+    assert "best of 1 trial(s)" in report and "## Tear sheet" in report and "## Bars used" in report
+    for png in ("learning_curves", "equity", "drawdown", "tear_sheet"):
         assert f"plots/{png}.png" in report
         assert (run / "plots" / f"{png}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the one-screen summary
@@ -125,7 +128,11 @@ def test_yahoo_csv_round_trip(tmp_path):
     from gpurl.run import load_run
     run = load_run(tmp_path / "runs" / "spy")
     assert run.config.data == str((tmp_path / "SPY.csv").resolve()) and run.config.data_info["n_bars"] == 300
-    assert run.config.data_info["adjusted"] and run.config.data_info["periods_per_year"] == 252.0
+    assert run.config.data_info["adjusted"] and abs(run.config.data_info["periods_per_year"] - 299 / (417 / 365.25)) < 1e-9
+    assert "counted from the timestamps" in r.stdout                 # weekday bars, no full calendar year: bars per elapsed year
+    # the folds end at the last bar; the 50 bars before the earliest fold are reported, with the reason
+    assert run.config.fold_list()[0].test == (250, 300)
+    assert f"bars 0..49 ({raw.Date.iloc[0]}..{raw.Date.iloc[49]}, 50 bars): NOT USED, before the earliest fold" in r.stdout, r.stdout
     bars = run.bars()                                          # the file re-read and checked against the fingerprint
     np.testing.assert_allclose(bars.close.values, raw["Adj Close"].values, rtol=1e-12)
     np.testing.assert_allclose((bars.open / bars.close).values, (raw.Open / raw.Close).values, rtol=1e-12)
@@ -154,7 +161,7 @@ def _bad_inputs(tmp_path: Path) -> dict:
     return {
         "missing data file": (["--data", "prices.csv"], "--data prices.csv: no such file"),
         "csv without volume": (["--data", "novol.csv"], "missing column(s) ['volume']"),
-        "too few bars": (["--data", "short.csv"], "300 bars cannot hold 3 walk-forward fold(s)"),
+        "too few bars": (["--data", "short.csv"], "300 bars cannot hold one walk-forward fold"),
         "unknown algo": (["--algo", "a2c"], "--algo 'a2c' is not an algorithm: use one of dqn, ppo"),
         "unknown config key": (["--config", "typo.json"], "DqnTrainerConfig"),
         "wrong config type": (["--algo", "ppo", "--config", "type.json"], "gamma must be float"),
