@@ -199,7 +199,7 @@ def _resolve(algo=None, data=None, config=None, folds=None, train_bars=None, val
 def _probe_trainer(rc: RunConfig, bars: pd.DataFrame) -> None:
     "Build the trainer on fold 0 and backtest it on the val bars: a setting the trainer rejects is a UsageError now."
     trainer_cls = get_model(rc.algo).trainer
-    splits = build_fold(make_features(bars), bar_log_returns(bars), rc.fold_list()[0], device=rc.device)
+    splits = rc.fold_splits(make_features(bars), bar_log_returns(bars), rc.fold_list()[0], device=rc.device)
     try:
         trainer = trainer_cls(rc.trainer_config(), splits.train)
         backtest_trainer(trainer, splits.val)
@@ -263,7 +263,7 @@ def _execute(rc: RunConfig, bars: pd.DataFrame, run_dir: Path, completed: list[F
     write_json(run_dir / "hyperparams.json", rc.hyperparams())
     _truncate_metrics(run_dir, len(completed), _last_state_epochs(resume_state))
     template = str(run_dir / "checkpoints").replace("{", "{{").replace("}", "}}") + "/fold{fold}_{kind}.safetensors"
-    sources = [partial(build_fold, feats, rets, f, device="cpu") for f in folds]
+    sources = [partial(rc.fold_splits, feats, rets, f) for f in folds]
     seed_everything(rc.seed)
     epoch_bars = progress and sys.stderr.isatty()      # into a log file: the one fold bar, a line per fold
     bar = tqdm(total=rc.folds, initial=len(completed), desc=f"{rc.algo} walk-forward", unit="fold", disable=not progress,

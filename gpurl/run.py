@@ -103,6 +103,12 @@ class RunConfig(Config):
         "The trainer config object (DqnTrainerConfig / PpoTrainerConfig)."
         return get_model(self.algo).config.from_dict(self.trainer)
 
+    def fold_splits(self, features: Tensor, log_returns: Tensor, fold: Fold, device="cpu") -> FoldSplits:
+        "One fold of the run's bars as its model trains on it (a supervised model's splits carry its targets)."
+        targets = getattr(get_model(self.algo).trainer, "bar_targets", None)
+        extra = targets(self.trainer_config(), log_returns) if targets is not None else {}
+        return build_fold(features, log_returns, fold, device=device, **extra)
+
     def fold_list(self) -> list[Fold]:
         "The walk-forward folds over the run's bars, rolled back from the last bar (its last test window ends there)."
         return walk_forward_folds(self.data_info["n_bars"], self.train_bars, self.val_bars, self.test_bars,
@@ -231,8 +237,8 @@ class Run:
     def splits(self, fold: int, device=None) -> FoldSplits:
         "A fold's train/val/test FoldData, normalised with its train rows, as the run built them."
         bars = self.bars()
-        return build_fold(make_features(bars), bar_log_returns(bars), self.config.fold_list()[fold],
-                          device=device or "cpu")
+        return self.config.fold_splits(make_features(bars), bar_log_returns(bars), self.config.fold_list()[fold],
+                                       device=device or "cpu")
 
     def trainer(self, fold: int, device=None):
         "A trainer for `fold` (built from config.json) holding that fold's best weights."

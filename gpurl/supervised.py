@@ -487,5 +487,12 @@ def policy_from(cls: SupervisedTrainer, config: SupervisedConfig, metadata: Mapp
     model.load_state_dict(tensors)
     return PositionPolicy(model.eval())
 
-walkforward.register_model("mlp", SupervisedTrainer, BarMlpConfig, cli=False, quickstart=dict(   # gpurl_train's small default
+@patch(cls_method=True)
+def bar_targets(cls: SupervisedTrainer, config: SupervisedConfig, log_returns: Tensor) -> dict:
+    "`build_fold`'s label keywords for OHLCV bars: the next `horizon` bars' log return, or its up / flat / down class."
+    k = config.horizon or 1
+    fwd = forward_returns(log_returns, (k,))
+    return {"labels": fwd if config.task == "regression" else return_classes(fwd), "horizons": (k,)}
+
+walkforward.register_model("mlp", SupervisedTrainer, BarMlpConfig, quickstart=dict(   # gpurl_train's small default
     hidden=[32, 32], batch_size=64, lr=3e-3, horizon=1))
