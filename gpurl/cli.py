@@ -146,7 +146,7 @@ def _trainer_config(algo: str, overrides: dict, soft: dict, hard: dict, where: s
     except (ValueError, TypeError) as e: raise UsageError(f"{where}: {e}".replace("\n", " ")) from None
 
 def _resolve(algo=None, data=None, config=None, folds=None, train_bars=None, val_bars=None, test_bars=None,
-             embargo=None, cost_bps=None, epochs=None, seed=None, device=None, gpu_ids=None
+             embargo=None, cost_bps=None, epochs=None, seed=None, device=None, gpu_ids=None, date_col=None
              ) -> tuple[RunConfig, pd.DataFrame]:
     "Check every input and resolve it into a RunConfig (and the bars); raises UsageError, writes nothing."
     given = dict(algo=algo, data=data, folds=folds, train_bars=train_bars, val_bars=val_bars, test_bars=test_bars,
@@ -156,6 +156,8 @@ def _resolve(algo=None, data=None, config=None, folds=None, train_bars=None, val
     _check_arg("algo", a["algo"], str)
     if a["algo"] not in models(): raise UsageError(f"--algo {a['algo']!r} is not an algorithm: use one of {', '.join(models())}")
     _check_arg("data", a["data"], str)
+    _check_arg("date_col", date_col, (str, None))
+    if date_col is not None and a["data"] == "synthetic": raise UsageError("--date_col names a column of a bars file: drop it with --data synthetic")
     for k, lo in (("folds", 1), ("train_bars", 2), ("val_bars", 2), ("test_bars", 2), ("embargo", 0), ("epochs", 1), ("seed", 0)):
         _check_arg(k, a[k], int, lo)
     _check_arg("cost_bps", a["cost_bps"], float, 0.0)
@@ -171,7 +173,7 @@ def _resolve(algo=None, data=None, config=None, folds=None, train_bars=None, val
     synth = _synthetic_spec(synth_over, where)
     tr, va, te, em = (a[k] for k in ("train_bars", "val_bars", "test_bars", "embargo"))
     sized = fold_min_rows(tr, va, te, embargo=em, n_folds=SYNTHETIC_FOLDS if folds is None else a["folds"])
-    try: bars, info = load_bars(a["data"], synth, sized)          # the synthetic market: exactly the bars of its folds
+    try: bars, info = load_bars(a["data"], synth, sized, date_col)          # the synthetic market: exactly the bars of its folds
     except ValueError as e: raise UsageError(str(e)) from None
     fit, one = fold_count(len(bars), tr, va, te, embargo=em), tr + va + te + 2 * em
     if fit == 0:
@@ -189,7 +191,7 @@ def _resolve(algo=None, data=None, config=None, folds=None, train_bars=None, val
             raise UsageError(f"--{k} {a[k]} is too short for the {a['algo']} trainer's {win}-bar observation window: "
                              f"use at least {win + 2} bars or a smaller env 'window' in --config")
     if a["data"] != "synthetic": a["data"] = info["source"]              # absolute: --resume and load_run work from anywhere
-    rc = RunConfig(**{k: a[k] for k in _RUN_FLAGS}, device=str(dev), gpu_ids=ids,
+    rc = RunConfig(**{k: a[k] for k in _RUN_FLAGS}, device=str(dev), gpu_ids=ids, date_col=date_col,
                    trainer=tcfg.to_dict(), driver=driver.to_dict(), synthetic=synth, data_info=info,
                    gpurl_version=gpurl.__version__, created=datetime.datetime.now().isoformat(timespec="seconds"))
     rc.record_bar_usage(bars.index)
@@ -316,7 +318,7 @@ def _plan_resume(resume, device, gpu_ids, others: dict) -> tuple[RunConfig, pd.D
         ids = rc.gpu_ids
     else: dev, ids = _resolve_device(device, gpu_ids)
     rc.device, rc.gpu_ids = str(dev), ids
-    try: bars, info = load_bars(rc.data, rc.synthetic, rc.data_info["n_bars"])
+    try: bars, info = load_bars(rc.data, rc.synthetic, rc.data_info["n_bars"], rc.date_col)
     except ValueError as e: raise UsageError(f"--resume {resume}: {e}") from None
     if info["fingerprint"] != rc.data_info["fingerprint"]:
         raise UsageError(f"--resume {resume}: {rc.data} no longer holds the bars this run trained on (fingerprint "
@@ -390,20 +392,21 @@ def train(algo: str | None = None, data: str | None = None, config: str | dict |
           train_bars: int | None = None, val_bars: int | None = None, test_bars: int | None = None,
           embargo: int | None = None, cost_bps: float | None = None, epochs: int | None = None, seed: int | None = None,
           device: str | None = None, gpu_ids: str | list | None = None, out: str | os.PathLike | None = None,
-          resume: str | os.PathLike | None = None, progress: bool = True, summary: bool = True) -> Run:
+          resume: str | os.PathLike | None = None, date_col: str | None = None, progress: bool = True,
+          summary: bool = True) -> Run:
     "Run gpurl_train from Python (same arguments as the flags; None = default); returns the finished Run."
     flags = dict(algo=algo, data=data, config=config, folds=folds, train_bars=train_bars, val_bars=val_bars,
                  test_bars=test_bars, embargo=embargo, cost_bps=cost_bps, epochs=epochs, seed=seed)
     if resume is not None:
         if out is not None: raise UsageError(f"--resume {resume} continues that directory: drop --out {out}")
-        rc, bars, run_dir, completed, point = _plan_resume(resume, device, gpu_ids, flags)
+        rc, bars, run_dir, completed, point = _plan_resume(resume, device, gpu_ids, {**flags, "date_col": date_col})
         if (run_dir / "results.json").is_file() and len(completed) == rc.folds and not point.set_aside:
             run = load_run(run_dir)
             if not (run_dir / "report.md").is_file(): write_report(run)        # stopped while writing the report
             if summary: print(f"{run_dir} is already complete.\n" + run.summary())
             return run
     else:
-        rc, bars = _resolve(**flags, device=device, gpu_ids=gpu_ids)
+        rc, bars = _resolve(**flags, device=device, gpu_ids=gpu_ids, date_col=date_col)
         run_dir = _new_run_dir(rc.algo, out)
         _probe_trainer(rc, bars)
         completed, point = [], ResumePoint(0, None, [])
@@ -430,7 +433,7 @@ def _sigterm_as_interrupt(signum, frame):
 
 @call_parse
 def gpurl_train(
-    algo: str = None,        # dqn (Rainbow DQN, default) or ppo
+    algo: str = None,        # dqn (Rainbow DQN, default), ppo, or mlp (a supervised MLP on the bars' next return)
     data: str = None,        # synthetic (default) or PATH.csv / PATH.parquet of OHLCV bars (Date,Open,High,Low,Close,Volume)
     config: str = None,      # JSON of trainer-config overrides (a hyperparameter search's output); optional "driver" and "synthetic" sections
     folds: int = None,       # at most this many walk-forward folds, the most recent, ending at the last bar (default 10; synthetic: 3)
@@ -438,6 +441,7 @@ def gpurl_train(
     val_bars: int = None,    # bars per validation split, which picks each fold's best epoch (default 300)
     test_bars: int = None,   # bars per out-of-sample test split, also the step between folds (default 400)
     embargo: int = None,     # bars left out between train and val and between val and test (default 0)
+    date_col: str = None,    # the --data file's column of bar times (default: found by name, or pandas' unnamed index)
     cost_bps: float = None,  # cost per unit of position traded, in basis points (default 1.0)
     epochs: int = None,      # max epochs per fold; early stopping may end a fold sooner (default 20)
     seed: int = None,        # trainer seed (default 0)
@@ -447,12 +451,12 @@ def gpurl_train(
     resume: str = None,      # continue an interrupted run directory (its config.json holds the settings)
     quiet: bool = False,     # no progress bars (the summary table is still printed)
 ):
-    "Train Rainbow DQN or PPO walk-forward on OHLCV bars; write config, metrics, checkpoints, results and a report."
+    "Train a model (Rainbow DQN, PPO, a bar MLP) walk-forward on OHLCV bars; write config, metrics, checkpoints, results, a report."
     cli = is_cli()
     if cli and sys.platform != "win32": signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
         train(algo=algo, data=data, config=config, folds=folds, train_bars=train_bars, val_bars=val_bars,
-              test_bars=test_bars, embargo=embargo, cost_bps=cost_bps, epochs=epochs, seed=seed, device=device,
+              test_bars=test_bars, embargo=embargo, date_col=date_col, cost_bps=cost_bps, epochs=epochs, seed=seed, device=device,
               gpu_ids=gpu_ids, out=out, resume=resume, progress=not quiet)
     except UsageError as e:
         if not cli: raise

@@ -38,7 +38,7 @@ def _fingerprint(bars: pd.DataFrame) -> str:
     h.update(np.ascontiguousarray(bars[list(OHLCV)].to_numpy(np.float64)).tobytes())
     return h.hexdigest()[:16]
 
-def _read_file_bars(data: str) -> tuple[pd.DataFrame, dict]:
+def _read_file_bars(data: str, date_col: str | None = None) -> tuple[pd.DataFrame, dict]:
     "The bars of a CSV / parquet file (checked, back-adjusted by load_ohlcv) and their description."
     p = Path(data)
     if p.suffix.lower() not in (".csv", ".parquet", ".pq"):
@@ -46,7 +46,7 @@ def _read_file_bars(data: str) -> tuple[pd.DataFrame, dict]:
     if not p.is_file():
         raise ValueError(f"--data {data}: no such file; pass a CSV/parquet of bars with Date,Open,High,Low,Close,Volume "
                          "columns, or --data synthetic")
-    try: raw = load_ohlcv(p)
+    try: raw = load_ohlcv(p, date_col=date_col)
     except (ValueError, TypeError, ImportError, OSError) as e:
         raise ValueError(f"--data {data}: {e}".replace("\n", " ")) from None
     except Exception as e:    # pandas parser errors and friends: still the user's file
@@ -57,7 +57,7 @@ def _read_file_bars(data: str) -> tuple[pd.DataFrame, dict]:
     return bars, {"source": str(p.resolve()), "adjusted": raw.attrs["adjusted"], "periods_per_year": ppy,
                   "periods_per_year_how": f"counted from the timestamps: {how}"}
 
-def load_bars(data: str, synthetic: dict, min_rows: int) -> tuple[pd.DataFrame, dict]:
+def load_bars(data: str, synthetic: dict, min_rows: int, date_col: str | None = None) -> tuple[pd.DataFrame, dict]:
     "The bars of a run (`data`: 'synthetic' or a CSV / parquet path) and their description (source, size, dates, fingerprint, bars per year)."
     if data == "synthetic":
         s = dict(synthetic)
@@ -66,7 +66,7 @@ def load_bars(data: str, synthetic: dict, min_rows: int) -> tuple[pd.DataFrame, 
         ppy = periods_per_year(s["freq"])
         info = {"source": "synthetic", **s, "periods_per_year": ppy, "periods_per_year_how":
                 f"the synthetic market's own calendar: {ppy:g} bars of {s['freq']!r} a year (its parameters are per 252-day trading year)"}
-    else: bars, info = _read_file_bars(data)
+    else: bars, info = _read_file_bars(data, date_col)
     info.update(n_bars=len(bars), first=str(bars.index[0]), last=str(bars.index[-1]), fingerprint=_fingerprint(bars))
     return bars, info
 
@@ -89,6 +89,7 @@ class RunConfig(Config):
     trainer: dict                   # the trainer config's to_dict(): every field
     driver: dict                    # DriverConfig.to_dict(): epochs, patience, plateau, checkpoints
     synthetic: dict                 # the synthetic market's settings (used when data == "synthetic")
+    date_col: str | None = None     # the bars file's time column (--date_col; None: found by name)
     data_info: dict = field(default_factory=dict)   # source, n_bars, first, last, fingerprint, periods_per_year
     gpurl_version: str = ""
     created: str = ""
@@ -150,6 +151,7 @@ class RunConfig(Config):
         args = ["gpurl_train", "--algo", self.algo, "--data", self.data] + (["--config", str(config)] if config else [])
         for k in ("folds", "train_bars", "val_bars", "test_bars", "embargo", "cost_bps", "epochs", "seed"):
             args += [f"--{k}", str(getattr(self, k))]
+        if self.date_col is not None: args += ["--date_col", self.date_col]
         args += ["--device", self.device] + (["--gpu_ids", ",".join(map(str, self.gpu_ids))] if self.gpu_ids else [])
         if out is not None: args += ["--out", str(out)]
         return " ".join(shlex.quote(a) for a in args)
@@ -228,7 +230,7 @@ class Run:
     def bars(self) -> pd.DataFrame:
         "The run's bars, re-read (synthetic: regenerated) and checked against the fingerprint in config.json."
         c = self.config
-        bars, info = load_bars(c.data, c.synthetic, c.data_info["n_bars"])
+        bars, info = load_bars(c.data, c.synthetic, c.data_info["n_bars"], c.date_col)
         if info["fingerprint"] != c.data_info["fingerprint"]:
             raise ValueError(f"{c.data} no longer holds the bars this run used (fingerprint {info['fingerprint']} vs "
                              f"{c.data_info['fingerprint']}): restore the file to analyse or resume the run")
@@ -471,7 +473,7 @@ def _ci(e) -> str:
 def _data_label(c: RunConfig) -> str:
     i = c.data_info
     src = (f"synthetic market with planted lag-1 autocorrelation (ar1 {c.synthetic['ar1']}, seed {c.synthetic['seed']})"
-           if c.data == "synthetic" else Path(c.data).name)
+           if c.data == "synthetic" else Path(c.data).name + (", back-adjusted by its adj close" if i.get("adjusted") else ""))
     return f"{src}, {i['n_bars']} bars {_when(pd.Timestamp(i['first']).value)}..{_when(pd.Timestamp(i['last']).value)}"
 
 @patch

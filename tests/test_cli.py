@@ -119,6 +119,22 @@ def test_end_to_end(algo, runner, tmp_path):
     assert len(r.stdout.splitlines()) <= 30
 
 
+def test_a_named_date_column_and_the_adjustment_in_the_report(tmp_path):
+    raw = _yahoo_csv(tmp_path / "raw.csv", 300)
+    raw.rename(columns={"Date": "Session"}).to_csv(tmp_path / "bars.csv", index=False)
+    args = ["--algo", "ppo", "--data", "bars.csv", "--config", _config(tmp_path, "ppo"), "--folds", 1, "--train_bars", 150,
+            "--val_bars", 50, "--test_bars", 50, "--epochs", 2, "--device", "cpu", "--quiet"]
+    r = _run(args + ["--out", "runs/nodate"], tmp_path)
+    assert r.returncode == 2 and "--date_col" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "runs" / "nodate").exists()
+    r = _run(args + ["--date_col", "Session", "--out", "runs/dated"], tmp_path)
+    assert r.returncode == 0, r.stderr[-4000:]
+    run_dir = tmp_path / "runs" / "dated"
+    assert json.loads((run_dir / "config.json").read_text())["date_col"] == "Session"
+    assert "back-adjusted by its adj close" in (run_dir / "report.md").read_text()
+    r = _run(["--resume", run_dir], tmp_path)                     # the run re-reads its file with the same column
+    assert r.returncode == 0 and "already complete" in r.stdout, r.stderr
+
 def test_yahoo_csv_round_trip(tmp_path):
     raw = _yahoo_csv(tmp_path / "SPY.csv", 300)
     cfg = _config(tmp_path, "ppo")
