@@ -27,8 +27,9 @@ from .checkpoint import atomic_write_bytes
 from .state import read_safetensors_header
 from .walkforward import DriverConfig, FoldResult, train_walk_forward, backtest_trainer
 from .registry import models, get_model
-from .run import (SYNTHETIC, Run, RunConfig, load_bars, load_run, load_fold_results, read_jsonl, save_fold_result,
-                       write_json, write_report)
+from .rundir import (SYNTHETIC, RunConfig, load_bars, load_fold_results, read_jsonl, save_fold_result,
+                          write_json)
+from .run import Run, load_run, write_report
 
 # %% auto #0
 __all__ = ['DEFAULTS', 'SYNTHETIC_FOLDS', 'UsageError', 'ResumePoint', 'train', 'gpurl_train']
