@@ -24,9 +24,14 @@ try:  # optional extra `gym` (pip install "gpurl[gym]"): only the single-env ada
     import gymnasium as _gym
 except ImportError:
     _gym = None
+try:  # optional extra `peers` (pip install 'gpurl[peers]'): only the SB3 vector env needs stable-baselines3
+    from stable_baselines3.common.vec_env import VecEnv as _VecEnv
+except ImportError:
+    _VecEnv = None
 
 # %% auto #0
-__all__ = ['gather_windows', 'make_observation', 'TradingEnv', 'BacktestResult', 'backtest', 'EnvConfig', 'GymTradingEnv']
+__all__ = ['gather_windows', 'make_observation', 'TradingEnv', 'BacktestResult', 'backtest', 'EnvConfig', 'GymTradingEnv',
+           'TradingVecEnv']
 
 # %% ../nbs/04_env.ipynb #a60c0a00
 _UNIT_DTYPES = {16: torch.complex128, 8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.uint8}
@@ -576,8 +581,25 @@ class EnvConfig(Config):
                         **self._options(options, "backtest"))
 
 # %% ../nbs/04_env.ipynb #b8fea00f
+def _host_observation(features: np.ndarray, bar: int, level: np.ndarray, window: int) -> np.ndarray:
+    "The observation of (bar, level) from a host float32 (T, F) table: rows bar-window+1 .. bar, flat, then `level` (a fresh array)."
+    return np.concatenate((features[bar - window + 1 : bar + 1].reshape(-1), level))
+
+def _option_bar(options, window: int, n_bars: int) -> int | None:
+    "The start bar of reset options `{'bar': i}` (checked), or None without options."
+    if options is None: return None
+    if not isinstance(options, dict): raise TypeError(f"reset options must be a dict such as {{'bar': {window - 1}}}, got {options!r}")
+    unknown = sorted(set(options) - {"bar"})
+    if unknown: raise ValueError(f"unknown reset option(s) {unknown}: the one option is 'bar', e.g. options={{'bar': {window - 1}}}")
+    if "bar" not in options: return None
+    bar = options["bar"]
+    if isinstance(bar, (bool, np.bool_)) or not isinstance(bar, (int, np.integer)) or not window - 1 <= bar <= n_bars - 2:
+        raise ValueError(f"options['bar']={bar!r} must be an int in [window-1, T-2] = [{window - 1}, {n_bars - 2}] "
+                         "(a full window behind it, a next bar ahead); the split's first is window-1")
+    return int(bar)
+
 class GymTradingEnv(_gym.Env if _gym is not None else object):
-    "One `TradingEnv` agent as a `gymnasium.Env` (optional extra `gym`), for SB3-style libraries on the same market."
+    "One agent of `TradingEnv`'s market as a `gymnasium.Env`, stepped on numpy (optional extra `gym`), for SB3-style libraries."
     metadata = {"render_modes": []}
 
     def __init__(self, data: FoldData, config: EnvConfig | None = None):
@@ -587,33 +609,147 @@ class GymTradingEnv(_gym.Env if _gym is not None else object):
         if _gym is None:
             raise ImportError("GymTradingEnv needs gymnasium: pip install 'gpurl[gym]' (or pip install gymnasium)")
         super().__init__()
-        self.config = config
-        self.env = config.make_env(data, 1, obs_dtype=torch.float32, compile=False)   # read back every step: nothing to fuse
-        self.observation_space = _gym.spaces.Box(-np.inf, np.inf, (self.env.obs_dim,), np.float32)
-        self.action_space = _gym.spaces.Discrete(self.env.n_actions)
+        _check_fold(data, config.window, config.window + 1, "GymTradingEnv")
+        data = data.to("cpu")
+        e = config.make_env(data, 1, observe=False, compile=False)          # the batched env: its reward table, its ranges
+        self.config, self.window, self.n_bars, self.n_actions = config, e.window, e.n_bars, e.n_actions
+        self.positions, self.flat_index, self.n_start_bars = e.positions, e.flat_index, e.n_start_bars
+        self._features = data.features.to(torch.float32).contiguous().numpy()   # what TradingEnv(obs_dtype=float32) serves
+        self._levels = e.position_values.to(torch.float32).numpy()
+        self._rewards = e._reward_table.view(e.n_actions, e.n_bars, e.n_actions).numpy()   # [held, bar - window + 1, chosen]
+        self._bar = self._start = None                                       # None: no episode running (reset first)
+        self._pos = self.flat_index
+        self.observation_space = _gym.spaces.Box(-np.inf, np.inf, (e.obs_dim,), np.float32)
+        self.action_space = _gym.spaces.Discrete(e.n_actions)
 
-    @staticmethod
-    def _host(row: Tensor) -> np.ndarray:
-        return row.detach().to("cpu", torch.float32).numpy().copy()
+# %% ../nbs/04_env.ipynb #25e4801c
+@patch
+def _observe(self: GymTradingEnv, bar: int, position: int) -> tuple[np.ndarray, dict]:
+    "Observation and info of the state (bar, position index)."
+    obs = _host_observation(self._features, bar, self._levels[position : position + 1], self.window)
+    return obs, {"bar": bar, "position": self.positions[position]}
 
-    def _info(self, bar: int, position: int) -> dict:
-        return {"bar": bar, "position": self.env.positions[position]}
+@patch
+def reset(self: GymTradingEnv, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+    "Start flat at `options['bar']`, else at a bar drawn from `np_random` (seeded by `seed`) with room for an episode: (obs, info)."
+    super(GymTradingEnv, self).reset(seed=seed)
+    bar = _option_bar(options, self.window, self.n_bars)
+    if bar is None: bar = int(self.np_random.integers(self.window - 1, self.window - 1 + self.n_start_bars))
+    self._bar, self._start, self._pos = bar, bar, self.flat_index
+    return self._observe(bar, self.flat_index)
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
-        "Start flat at a bar drawn from `np_random` (seeded by `seed`): (obs, info)."
-        super().reset(seed=seed)
-        e = self.env
-        bar = int(self.np_random.integers(e.window - 1, e.window - 1 + e.n_start_bars))
-        obs = e.reset(bar)
-        return self._host(obs[0]), self._info(bar, e.flat_index)
+# %% ../nbs/04_env.ipynb #e56d1a45
+@patch
+def _check_action(self: GymTradingEnv, action) -> int:
+    "An action index in [0, n_actions) as an int: a Python or numpy integer, or a one-element integer array."
+    if isinstance(action, np.ndarray) and action.size == 1 and np.issubdtype(action.dtype, np.integer): action = action.item()
+    if isinstance(action, (bool, np.bool_)) or not isinstance(action, (int, np.integer)):
+        raise TypeError(f"action must be an integer index into positions {self.positions}, got {action!r}")
+    if not 0 <= action < self.n_actions: raise ValueError(f"action must be in [0, {self.n_actions}), got {action!r}")
+    return int(action)
 
-    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
-        "One bar: (obs, reward, terminated at the fold's end, truncated after episode_len, info)."
-        e, a = self.env, int(action)
-        if not 0 <= a < e.n_actions: raise ValueError(f"action must be in [0, {e.n_actions}), got {action!r}")
-        bar = int(e.bar[0])
-        obs, reward, terminated, truncated = e.step(torch.tensor([a], device=e.device))
-        r, te, tr = float(reward[0]), bool(terminated[0]), bool(truncated[0])
-        if not (te or tr): return self._host(obs[0]), r, False, False, self._info(bar + 1, a)
-        final = e.observation_at(torch.tensor([bar + 1], device=e.device), torch.tensor([a], device=e.device))
-        return self._host(final[0]), r, te, tr, self._info(bar + 1, a)   # the final observation, not the restarted one
+@patch
+def step(self: GymTradingEnv, action) -> tuple[np.ndarray, float, bool, bool, dict]:
+    "One bar: (obs, reward, terminated at the fold's end, truncated after episode_len, info); at an end, the final obs."
+    a, bar = self._check_action(action), self._bar
+    if bar is None: raise ValueError("step() needs a running episode: call reset() first (after the end of an episode too)")
+    reward = float(self._rewards[self._pos, bar - self.window + 1, a])
+    nxt, limit = bar + 1, self.config.episode_len
+    terminated = nxt >= self.n_bars - 1                                  # the next bar is the fold's last
+    truncated = not terminated and limit is not None and nxt - self._start >= limit
+    self._bar, self._pos = (None if terminated or truncated else nxt), a
+    obs, info = self._observe(nxt, a)
+    return obs, reward, terminated, truncated, info
+
+# %% ../nbs/04_env.ipynb #dd28af2e
+class TradingVecEnv(_VecEnv if _VecEnv is not None else object):
+    "SB3 `VecEnv` of `n_envs` agents of one batched `TradingEnv` on the data's device (optional extra `peers`)."
+    def __init__(self, data: FoldData, config: EnvConfig | None = None, n_envs: int = 16, *, seed: int = 0):
+        config = EnvConfig() if config is None else config
+        if not isinstance(config, EnvConfig):
+            raise TypeError(f"config must be an EnvConfig (EnvConfig.from_dict builds one from a dict), got {config!r}")
+        if _VecEnv is None:
+            raise ImportError("TradingVecEnv needs stable-baselines3: pip install 'gpurl[peers]' (or pip install stable-baselines3)")
+        self.config, self.render_mode = config, None
+        self.env = e = config.make_env(data, n_envs, seed=seed, obs_dtype=torch.float32)
+        self._features = data.features.to("cpu", torch.float32).contiguous().numpy()   # terminal observations, on the host
+        self._levels = e.position_values.to("cpu", torch.float32).numpy()
+        self._actions, self._host_actions = torch.zeros(n_envs, dtype=torch.int64, device=e.device), np.zeros(n_envs, np.int64)
+        self._stage = torch.zeros(n_envs, e.obs_dim + 4, dtype=torch.float32, device=e.device)   # obs, reward, 2 flags, bar
+        self._host = torch.zeros(self._stage.shape, dtype=torch.float32, pin_memory=e.device.type == "cuda")
+        super().__init__(n_envs, _gym.spaces.Box(-np.inf, np.inf, (e.obs_dim,), np.float32), _gym.spaces.Discrete(e.n_actions))
+
+# %% ../nbs/04_env.ipynb #d8a4d7fb
+@patch
+def reset(self: TradingVecEnv) -> np.ndarray:
+    "Every agent flat at a random bar (from the seed of `seed()`, if set) or at its `set_options` bar: obs (n_envs, obs_dim)."
+    e = self.env
+    if self._seeds[0] is not None: e.generator.manual_seed(int(self._seeds[0]))
+    e.reset()
+    chosen = [(i, _option_bar(o or None, e.window, e.n_bars)) for i, o in enumerate(self._options)]
+    chosen = [(i, b) for i, b in chosen if b is not None]
+    if chosen:                                                           # the others keep their random bars
+        bars = e.bar.cpu()
+        for i, b in chosen: bars[i] = b
+        e.reset(bars)
+    self._reset_seeds(); self._reset_options()
+    return e.obs.to("cpu", copy=True).numpy()
+
+@patch
+def step_async(self: TradingVecEnv, actions: np.ndarray) -> None:
+    "Take every agent's action index, (n_envs,) integers in [0, n_actions), for the next `step_wait`."
+    a, n, K = np.asarray(actions), self.num_envs, self.env.n_actions
+    if a.shape not in ((n,), (n, 1)) or not np.issubdtype(a.dtype, np.integer):
+        raise ValueError(f"actions must be {n} integer indices into positions, shape ({n},), got {a.dtype} {a.shape}")
+    if a.min() < 0 or a.max() >= K: raise ValueError(f"actions must lie in [0, {K}), got values {a.min()}..{a.max()}")
+    self._host_actions[:] = a.reshape(n)
+    self._actions.copy_(torch.from_numpy(self._host_actions))
+
+# %% ../nbs/04_env.ipynb #6e63a1ed
+@patch
+def step_wait(self: TradingVecEnv) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict]]:
+    "Step every agent on the device, one transfer to the host: (obs, rewards, dones, infos), auto-reset as SB3 expects."
+    e, D, stage = self.env, self.env.obs_dim, self._stage
+    stage.view(torch.int32)[:, D + 3].copy_(e.bar)                       # the bar each agent acts on, as int32 bits
+    e.draw_restarts(); e.advance(self._actions)
+    stage[:, :D].copy_(e.obs); stage[:, D].copy_(e.reward)
+    stage[:, D + 1].copy_(e.terminated); stage[:, D + 2].copy_(e.truncated)
+    h = self._host.copy_(stage).numpy()                                  # the one device-to-host copy
+    truncated, dones = h[:, D + 2] > 0, (h[:, D + 1] > 0) | (h[:, D + 2] > 0)
+    infos = [{} for _ in range(self.num_envs)]
+    bars, levels = h.view(np.int32)[:, D + 3], self._levels
+    for i in np.flatnonzero(dones):                                      # the state the step reached, not the restart
+        a = self._host_actions[i]
+        infos[i] = {"terminal_observation": _host_observation(self._features, int(bars[i]) + 1, levels[a : a + 1], e.window),
+                    "TimeLimit.truncated": bool(truncated[i])}
+    return h[:, :D].copy(), h[:, D].copy(), dones, infos
+
+# %% ../nbs/04_env.ipynb #b57b5100
+@patch
+def get_attr(self: TradingVecEnv, attr_name: str, indices=None) -> list:
+    "The vector env's attribute `attr_name` once per index (the agents share one env)."
+    return [getattr(self, attr_name)] * len(list(self._get_indices(indices)))
+
+@patch
+def set_attr(self: TradingVecEnv, attr_name: str, value, indices=None) -> None:
+    "Refused: the agents have no env of their own to set an attribute on."
+    raise TypeError(f"TradingVecEnv's agents share one batched env: set {attr_name!r} on the TradingVecEnv itself, "
+                    "or build a new one with another EnvConfig")
+
+@patch
+def env_method(self: TradingVecEnv, method_name: str, *method_args, indices=None, **method_kwargs) -> list:
+    "Refused: the agents have no env of their own to call a method of."
+    raise TypeError(f"TradingVecEnv's agents share one batched env: call {method_name!r} on the TradingVecEnv "
+                    "(reset, step, seed, set_options) or on its TradingEnv `.env`")
+
+@patch
+def env_is_wrapped(self: TradingVecEnv, wrapper_class, indices=None) -> list[bool]:
+    "No agent is wrapped in a gym wrapper (there are no per-agent gym envs)."
+    return [False] * len(list(self._get_indices(indices)))
+
+@patch
+def close(self: TradingVecEnv) -> None:
+    "Nothing to release: the env's tensors go with the object."
+
+# ABCMeta counted VecEnv's abstract methods when the class was made; they are all patched in now (the test checks)
+if _VecEnv is not None: TradingVecEnv.__abstractmethods__ = frozenset()
