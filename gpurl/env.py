@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 from typing import Callable, Sequence
-import numpy as np
 import torch
 from torch import Tensor
 from fastcore.basics import patch
@@ -20,13 +19,9 @@ try:  # ships with CUDA builds of PyTorch; without it the CUDA step runs the eag
     import triton.language as tl
 except ImportError:
     triton = None
-try:  # optional extra `gym` (pip install "gpurl[gym]"): only the single-env adapter needs it
-    import gymnasium as _gym
-except ImportError:
-    _gym = None
 
 # %% auto #0
-__all__ = ['gather_windows', 'make_observation', 'TradingEnv', 'BacktestResult', 'backtest', 'EnvConfig', 'GymTradingEnv']
+__all__ = ['gather_windows', 'make_observation', 'check_fold', 'TradingEnv', 'BacktestResult', 'backtest', 'EnvConfig']
 
 # %% ../nbs/04_env.ipynb #a60c0a00
 _UNIT_DTYPES = {16: torch.complex128, 8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.uint8}
@@ -97,7 +92,7 @@ def _reward(new_value: Tensor, old_value: Tensor, log_return: Tensor, cost: floa
     "Log return of holding `new_value` over the bar, minus the cost of trading from `old_value` (one formula everywhere)."
     return new_value * log_return - cost * (new_value - old_value).abs()
 
-def _check_fold(data, window, min_bars: int, what: str) -> tuple[Tensor, Tensor]:
+def check_fold(data, window, min_bars: int, what: str) -> tuple[Tensor, Tensor]:
     "Features (contiguous) and log returns of a FoldData-like object, with clear errors."
     if not all(isinstance(getattr(data, k, None), Tensor) for k in ("features", "log_returns", "bar_index")):
         raise TypeError(f"{what} needs a FoldData (features, log_returns, bar_index tensors), got {type(data).__name__}")
@@ -212,7 +207,7 @@ class TradingEnv:
                  cost_bps: float = 1.0, slippage_bps: float = 0.0, episode_len: int | None = None, seed: int = 0,
                  obs_dtype: torch.dtype | None = None, generator: torch.Generator | None = None, observe: bool = True,
                  compile: bool | None = None):
-        x, lr = _check_fold(data, window, window + 1, "TradingEnv")
+        x, lr = check_fold(data, window, window + 1, "TradingEnv")
         if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs < 1:
             raise ValueError(f"n_envs must be a positive int, got {n_envs!r}")
         levels, flat = _check_positions(positions, lr)
@@ -517,7 +512,7 @@ def backtest(policy: Callable[[Tensor], Tensor], data: FoldData, *, window: int 
     if not callable(policy): raise TypeError(f"policy must be callable obs (B, obs_dim) -> scores (B, K), got {policy!r}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int (rows per policy call), got {batch_size!r}")
-    x, lr = _check_fold(data, window, window + 2, "backtest")
+    x, lr = check_fold(data, window, window + 2, "backtest")
     levels, flat = _check_positions(positions, lr)
     cost, T = _cost(cost_bps, slippage_bps), x.shape[0]
     with torch.no_grad():
@@ -574,46 +569,3 @@ class EnvConfig(Config):
         return backtest(policy, data, window=self.window, positions=self.positions, cost_bps=self.cost_bps,
                         slippage_bps=self.slippage_bps, periods_per_year=self.periods_per_year,
                         **self._options(options, "backtest"))
-
-# %% ../nbs/04_env.ipynb #b8fea00f
-class GymTradingEnv(_gym.Env if _gym is not None else object):
-    "One `TradingEnv` agent as a `gymnasium.Env` (optional extra `gym`), for SB3-style libraries on the same market."
-    metadata = {"render_modes": []}
-
-    def __init__(self, data: FoldData, config: EnvConfig | None = None):
-        config = EnvConfig() if config is None else config
-        if not isinstance(config, EnvConfig):
-            raise TypeError(f"config must be an EnvConfig (EnvConfig.from_dict builds one from a dict), got {config!r}")
-        if _gym is None:
-            raise ImportError("GymTradingEnv needs gymnasium: pip install 'gpurl[gym]' (or pip install gymnasium)")
-        super().__init__()
-        self.config = config
-        self.env = config.make_env(data, 1, obs_dtype=torch.float32, compile=False)   # read back every step: nothing to fuse
-        self.observation_space = _gym.spaces.Box(-np.inf, np.inf, (self.env.obs_dim,), np.float32)
-        self.action_space = _gym.spaces.Discrete(self.env.n_actions)
-
-    @staticmethod
-    def _host(row: Tensor) -> np.ndarray:
-        return row.detach().to("cpu", torch.float32).numpy().copy()
-
-    def _info(self, bar: int, position: int) -> dict:
-        return {"bar": bar, "position": self.env.positions[position]}
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
-        "Start flat at a bar drawn from `np_random` (seeded by `seed`): (obs, info)."
-        super().reset(seed=seed)
-        e = self.env
-        bar = int(self.np_random.integers(e.window - 1, e.window - 1 + e.n_start_bars))
-        obs = e.reset(bar)
-        return self._host(obs[0]), self._info(bar, e.flat_index)
-
-    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
-        "One bar: (obs, reward, terminated at the fold's end, truncated after episode_len, info)."
-        e, a = self.env, int(action)
-        if not 0 <= a < e.n_actions: raise ValueError(f"action must be in [0, {e.n_actions}), got {action!r}")
-        bar = int(e.bar[0])
-        obs, reward, terminated, truncated = e.step(torch.tensor([a], device=e.device))
-        r, te, tr = float(reward[0]), bool(terminated[0]), bool(truncated[0])
-        if not (te or tr): return self._host(obs[0]), r, False, False, self._info(bar + 1, a)
-        final = e.observation_at(torch.tensor([bar + 1], device=e.device), torch.tensor([a], device=e.device))
-        return self._host(final[0]), r, te, tr, self._info(bar + 1, a)   # the final observation, not the restarted one

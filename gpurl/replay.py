@@ -315,12 +315,12 @@ def _inverse_cdf_blocked(q: Tensor, u: Tensor) -> Tensor:
 
 @patch
 def _draw(self: PrioritizedReplayBuffer, u: Tensor) -> tuple[Tensor, Tensor]:
-    "Proportional draw by an exact fixed-point inverse CDF, and the normalised IS weights; advances the beta counter."
+    "Proportional draw by an exact fixed-point inverse CDF, and the IS weights normalised by the batch max; advances the beta counter."
     p = self.priority.view(-1)
     q = torch.ceil(p * (self._q_scale / p.amax().clamp(min=1e-30)))          # integers <= 2^b (see above)
     idx = _inverse_cdf(q, u)
-    p_min = torch.where(p > 0, p, math.inf).amin()
-    weights = (p[idx] / p_min).pow(-self.current_beta)                        # = (N P(i))^-beta / max_j (N P(j))^-beta
+    p_drawn = p[idx]                                                          # > 0: a draw never lands on a 0
+    weights = (p_drawn / p_drawn.amin()).pow(-self.current_beta)              # (N P(i))^-beta / max_{j in batch} (N P(j))^-beta
     self._samples.add_(1)
     return idx, weights
 
