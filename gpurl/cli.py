@@ -155,7 +155,7 @@ def _resolve(algo=None, data=None, config=None, folds=None, train_bars=None, val
     if isinstance(data, os.PathLike): given["data"] = os.fspath(data)
     a = {k: DEFAULTS[k] if v is None else v for k, v in given.items()}
     _check_arg("algo", a["algo"], str)
-    if a["algo"] not in models(): raise UsageError(f"--algo {a['algo']!r} is not an algorithm: use one of {', '.join(models())}")
+    if a["algo"] not in models(): raise UsageError(f"--algo {a['algo']!r} is not an algorithm: use one of {', '.join(sorted(models()))}")
     _check_arg("data", a["data"], str)
     _check_arg("date_col", date_col, (str, None))
     if date_col is not None and a["data"] == "synthetic": raise UsageError("--date_col names a column of a bars file: drop it with --data synthetic")

@@ -1,0 +1,28 @@
+"""The docs site renders the outputs stored in the notebooks (nbdev's processor runs only import and show_doc cells), so
+every CPU cell that draws a plot must be committed with its image: `python tools/execute_notebooks.py` stores them."""
+import json, re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NBS = sorted(p for p in (ROOT / "nbs").glob("*.ipynb") if not p.name.startswith("_"))
+PLOTS = re.compile(r"\bplt\.|\.plot\(|\bplot_\w+\(|\.imshow\(|\.hist\(")
+SKIPPED = {"gpu", "slow", "notest"}                       # settings.ini's tst_flags: not run on CPU, nothing stored
+
+
+def _flags(source: str) -> set[str]:
+    return {w for line in source.splitlines() if line.startswith("#|") for w in line[2:].split()}
+
+def _plot_cells(nb_path: Path):
+    for i, c in enumerate(json.loads(nb_path.read_text())["cells"]):
+        src = "".join(c["source"])
+        if c["cell_type"] != "code" or _flags(src) & (SKIPPED | {"export", "exports", "exporti"}): continue
+        if PLOTS.search(src) and not src.lstrip().startswith(("def ", "class ", "@")): yield i, c
+
+@pytest.mark.parametrize("nb_path", NBS, ids=lambda p: p.name)
+def test_plot_cells_have_stored_images(nb_path):
+    missing = [f"cell {i}: {''.join(c['source']).splitlines()[0][:60]}" for i, c in _plot_cells(nb_path)
+               if not any("image/png" in o.get("data", {}) for o in c.get("outputs", []))]
+    assert not missing, (f"{nb_path.name}: plot cells without a stored image (run python tools/execute_notebooks.py "
+                         f"nbs/{nb_path.name}, then nbdev_clean): {missing}")
