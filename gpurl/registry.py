@@ -20,7 +20,7 @@ def models() -> dict[str, ModelSpec]:
     "Every model `gpurl_train` trains, by its `--algo` name (`get_model` also finds those registered with `cli=False`)."
     return {k: v for k, v in MODELS.items() if v.cli}
 
-_ON_IMPORT = {"mlplob": "gpurl.tlob"}   # built-in models registered when first asked for
+_ON_IMPORT = {"mlplob": "gpurl.tlob", "cfc": "gpurl.liquid", "ltc": "gpurl.liquid"}   # built-in models registered when first asked for
 
 def get_model(name: str) -> ModelSpec:
     "The registered model `name` (importing a built-in model's module on first use); a ValueError lists the names there are."
