@@ -2,7 +2,7 @@
 on CPU with tiny sizes, for both algorithms; a Yahoo-format CSV round trip; every bad input (one line on stderr, exit
 code 2, no traceback, nothing written); and a real SIGINT in the middle of a run: every finished checkpoint and
 metrics line intact, then `--resume` completes the run with exactly the results of an uninterrupted one."""
-import json, os, shutil, signal, subprocess, sys, time
+import json, signal, subprocess, sys, time
 from pathlib import Path
 
 import numpy as np
@@ -11,29 +11,16 @@ import pytest
 from safetensors import safe_open
 from safetensors.torch import load_file
 
-ROOT = Path(__file__).resolve().parents[1]
+from _cli import TINY, console, script_env
 
-TINY = {"dqn": {"rainbow": {"hidden": [16, 16], "iqn_n": 8, "iqn_n_prime": 8, "iqn_k": 4, "iqn_embedding_dim": 8},
-                "env": {"window": 2}, "n_envs": 8, "steps_per_epoch": 8, "batch_size": 16, "warmup": 64, "replay_capacity": 2048},
-        "ppo": {"env": {"window": 4, "episode_len": 24}, "n_envs": 8, "n_steps": 16, "hidden": [16, 16], "iterations_per_epoch": 1}}
+
 SHAPE = ["--folds", "2", "--train_bars", "150", "--val_bars", "50", "--test_bars", "50", "--device", "cpu"]
 
 
-def _script() -> str:
-    "The installed console script (next to this interpreter, else on PATH)."
-    exe = Path(sys.executable).parent / "gpurl_train"
-    if exe.exists(): return str(exe)
-    found = shutil.which("gpurl_train")
-    if found is None: pytest.fail("the gpurl_train console script is not installed: pip install -e '.[dev]'")
-    return found
-
-RUNNERS = {"script": lambda: [_script()], "module": lambda: [sys.executable, "-m", "gpurl.cli"]}
-
-def _env() -> dict:
-    return {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), "GPURL_DEVICE": "cpu"}
+RUNNERS = {"script": lambda: [console("gpurl_train")], "module": lambda: [sys.executable, "-m", "gpurl.cli"]}
 
 def _run(args, cwd, runner="script", timeout=600) -> subprocess.CompletedProcess:
-    return subprocess.run(RUNNERS[runner]() + [str(a) for a in args], cwd=cwd, env=_env(), capture_output=True,
+    return subprocess.run(RUNNERS[runner]() + [str(a) for a in args], cwd=cwd, env=script_env(), capture_output=True,
                           text=True, timeout=timeout)
 
 def _config(tmp_path: Path, algo: str, **extra) -> Path:
@@ -236,7 +223,7 @@ def test_interrupt_mid_run_then_resume(algo, sig, tmp_path):
     cfg = _config(tmp_path, algo, driver={"patience": 0, "plateau_patience": 0, "periodic_every": 5}, **slower)
     args = ["--algo", algo, "--config", cfg, *SHAPE, "--epochs", epochs, "--quiet"]
     run = tmp_path / "runs" / "int"
-    child = subprocess.Popen(RUNNERS["script"]() + [str(a) for a in args] + ["--out", "runs/int"], cwd=tmp_path, env=_env(),
+    child = subprocess.Popen(RUNNERS["script"]() + [str(a) for a in args] + ["--out", "runs/int"], cwd=tmp_path, env=script_env(),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 300

@@ -12,11 +12,10 @@ from gpurl.data import bar_log_returns, build_fold, make_features, synthetic_mar
 from gpurl.dqn import DQNTrainer, DqnTrainerConfig
 from gpurl.ppo import PpoTrainer, PpoTrainerConfig
 
-DQN_TINY = {"rainbow": {"hidden": [16, 16], "iqn_n": 8, "iqn_n_prime": 8, "iqn_k": 4, "iqn_embedding_dim": 8},
-            "env": {"window": 2}, "n_envs": 8, "steps_per_epoch": 8, "batch_size": 16, "warmup": 64, "replay_capacity": 2048}
-PPO_TINY = {"env": {"window": 4, "episode_len": 24}, "n_envs": 8, "n_steps": 16, "hidden": [16, 16], "iterations_per_epoch": 1}
-CONFIGS = {"dqn": (DQNTrainer, lambda seed: DqnTrainerConfig.from_dict({**DQN_TINY, "seed": seed})),
-           "ppo": (PpoTrainer, lambda seed: PpoTrainerConfig.from_dict({**PPO_TINY, "seed": seed}))}
+from _cli import TINY
+
+CONFIGS = {"dqn": (DQNTrainer, lambda seed: DqnTrainerConfig.from_dict({**TINY["dqn"], "seed": seed})),
+           "ppo": (PpoTrainer, lambda seed: PpoTrainerConfig.from_dict({**TINY["ppo"], "seed": seed}))}
 
 
 @pytest.fixture(scope="module")

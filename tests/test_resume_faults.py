@@ -1,25 +1,23 @@
 """`gpurl_train --resume` after corrupt files: every file resume relies on is read back first; a bad one is named,
 kept as NAME.corrupt, and rebuilt, and the resumed run ends with exactly the results of an uninterrupted one."""
-import json, os, shutil, subprocess, sys
+import json, shutil, subprocess, sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-PPO_TINY = {"env": {"window": 4, "episode_len": 24}, "n_envs": 8, "n_steps": 16, "hidden": [16, 16], "iterations_per_epoch": 1}
+from _cli import TINY, script_env
 SHAPE = ["--folds", "2", "--train_bars", "150", "--val_bars", "50", "--test_bars", "50", "--epochs", "3", "--device", "cpu"]
 
 
 def _gpurl_train(*args, cwd) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), "GPURL_DEVICE": "cpu"}
-    return subprocess.run([sys.executable, "-m", "gpurl.cli", "--quiet", *map(str, args)], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "gpurl.cli", "--quiet", *map(str, args)], cwd=cwd, env=script_env(),
                           capture_output=True, text=True, timeout=600)
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> Path:
     "One finished tiny PPO run of two folds (copied by each test before it breaks something)."
     d = tmp_path_factory.mktemp("resume")
-    (d / "ppo.json").write_text(json.dumps(PPO_TINY))
+    (d / "ppo.json").write_text(json.dumps(TINY["ppo"]))
     r = _gpurl_train("--algo", "ppo", "--config", d / "ppo.json", *SHAPE, "--out", d / "run", cwd=d)
     assert r.returncode == 0, r.stderr
     return d / "run"

@@ -2,7 +2,9 @@
 site shows them. Cells flagged with one of settings.ini's `tst_flags` (gpu, slow, notest) are skipped and keep their
 outputs as they are. Run from the repository root, then `nbdev_clean`:
 
-    python tools/execute_notebooks.py [NOTEBOOK ...]     # default: every notebook in nbs/
+    python tools/execute_notebooks.py [--flags "slow"] [NOTEBOOK ...]     # default: every notebook in nbs/
+
+`--flags` runs the cells carrying those flags too (as `nbdev_test --flags` does), e.g. the slow CPU demos.
 """
 import configparser, os, sys, time
 from pathlib import Path
@@ -35,7 +37,9 @@ def execute(path: Path, flags: set[str]) -> float:
     return time.time() - t0
 
 if __name__ == "__main__":
-    paths = [Path(p).resolve() for p in sys.argv[1:]] or sorted(p for p in (ROOT / "nbs").glob("*.ipynb") if not p.name.startswith("_"))
-    flags = skip_flags()
+    args, forced = sys.argv[1:], set()
+    if args[:1] == ["--flags"]: forced, args = set(args[1].split()), args[2:]
+    paths = [Path(p).resolve() for p in args] or sorted(p for p in (ROOT / "nbs").glob("*.ipynb") if not p.name.startswith("_"))
+    flags = skip_flags() - forced
     for p in paths:
         print(f"{p.name}: {execute(p, flags):.0f} s", flush=True)
