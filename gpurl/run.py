@@ -6,6 +6,7 @@
 from __future__ import annotations
 import calendar, json, math, os
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -14,14 +15,15 @@ import torch
 from torch import Tensor
 from fastcore.basics import patch
 
-from .data import make_features, bar_log_returns, FoldSplits
+from .data import FoldSplits
 from .metrics import (sharpe_ratio, sortino_ratio, calmar_ratio, annualized_return, max_drawdown, drawdown,
                            drawdown_duration, hit_rate, turnover, probabilistic_sharpe_ratio, expected_max_sharpe,
                            effective_trials, sharpe_interval)
 from .checkpoint import atomic_write_bytes, load_checkpoint
 from .walkforward import FoldResult, WalkForwardResult, backtest_trainer
 from .registry import get_model
-from .rundir import RunConfig, bar_time, load_bars, load_fold_results, read_jsonl
+from .supervised import accuracy, confusion_matrix, macro_f1_margin
+from .rundir import RunConfig, RunData, bar_time, load_fold_results, read_jsonl
 
 # %% auto #0
 __all__ = ['Run', 'load_run', 'excess_figures', 'Trials', 'run_trials', 'deflate', 'write_report', 'compare_runs']
@@ -60,20 +62,19 @@ class Run:
         "The best weights of a fold and their metadata (epoch, val_sharpe, ...), on the CPU."
         return load_checkpoint(self.checkpoint(fold, "best"))
 
+    def data(self) -> RunData:
+        "The run's rows (bars or order-book events), re-read (synthetic: regenerated) and checked against the fingerprint in config.json."
+        return self.config.load_data()
+
     def bars(self) -> pd.DataFrame:
-        "The run's bars, re-read (synthetic: regenerated) and checked against the fingerprint in config.json."
-        c = self.config
-        bars, info = load_bars(c.data, c.synthetic, c.data_info["n_bars"], c.date_col)
-        if info["fingerprint"] != c.data_info["fingerprint"]:
-            raise ValueError(f"{c.data} no longer holds the bars this run used (fingerprint {info['fingerprint']} vs "
-                             f"{c.data_info['fingerprint']}): restore the file to analyse or resume the run")
-        return bars
+        "The run's OHLCV bars, re-read and checked like `data()`."
+        d = self.data()
+        if d.bars is None: raise ValueError(f"{self.name} trained on order-book events, not bars: use run.data()")
+        return d.bars
 
     def splits(self, fold: int, device=None) -> FoldSplits:
         "A fold's train/val/test FoldData, normalised with its train rows, as the run built them."
-        bars = self.bars()
-        return self.config.fold_splits(make_features(bars), bar_log_returns(bars), self.config.fold_list()[fold],
-                                       device=device or "cpu")
+        return self.config.fold_splits(self.data(), self.config.fold_list()[fold], device=device or "cpu")
 
     def trainer(self, fold: int, device=None):
         "A trainer for `fold` (built from config.json) holding that fold's best weights."
@@ -89,13 +90,16 @@ class Run:
     def backtest(self, fold: int, split: str = "test", device=None):
         "Greedy backtest of a fold's best weights on one of its splits (gpurl.env.BacktestResult)."
         if split not in ("train", "val", "test"): raise ValueError(f"split must be 'train', 'val' or 'test', got {split!r}")
+        if not self.config.priced:
+            raise ValueError(f"{self.name} is scored, not priced (order-book events): see run.table() and run.classification()")
         t = self.trainer(fold, device)
         return backtest_trainer(t, getattr(self.splits(fold, device), split))
 
     def table(self) -> pd.DataFrame:
-        "One row per finished fold: test period, epochs, stop, val Sharpe and DSR, test vs buy-and-hold with the excess's interval."
-        ppy = self.config.annualisation()[0]
-        return pd.DataFrame([_fold_row(fr, self.series.get(fr.fold), ppy) for fr in self.folds]).set_index("fold") \
+        "One row per finished fold: test period, epochs, stop, val Sharpe and DSR, test vs buy-and-hold with the excess's interval (unpriced runs: macro-F1 vs the majority class)."
+        c = self.config
+        row = partial(_fold_row, ppy=c.annualisation()[0]) if c.priced else partial(_scored_row, n_classes=c.trainer["n_classes"])
+        return pd.DataFrame([row(fr, self.series.get(fr.fold)) for fr in self.folds]).set_index("fold") \
             if self.folds else pd.DataFrame()
 
 # %% ../nbs/20_run.ipynb #e648b5a3
@@ -112,6 +116,23 @@ def _fold_row(fr: FoldResult, s: dict | None, ppy: float) -> dict:
             "test_max_drawdown": g(fr.test, "max_drawdown"), "test_bh_max_drawdown": g(fr.test_buy_and_hold, "max_drawdown"),
             "test_annual_return": g(fr.test, "annual_return"), "test_bh_annual_return": g(fr.test_buy_and_hold, "annual_return"),
             "test_turnover": g(fr.test, "turnover")}
+
+def _margin_verdict(m: dict) -> str:
+    "'beats' / 'trails' the baseline when the margin's interval excludes 0, else 'indistinguishable' ('too short': no interval)."
+    if m.get("low") is None: return "too short"
+    return "beats" if m["low"] > 0 else "trails" if m["high"] < 0 else "indistinguishable"
+
+def _scored_row(fr: FoldResult, s: dict | None, n_classes: int) -> dict:
+    "The report's row of one finished unpriced fold: events scored, val and test macro-F1 against the majority class."
+    scored = s is not None and "scored_targets" in s
+    m = macro_f1_margin(s["scored_targets"], s["scored_predictions"], s["scored_baseline"], n_classes) if scored else {}
+    rows = s["bar_index"] if scored and len(s["bar_index"]) else None
+    return {"fold": fr.fold, "test_start": None if rows is None else int(rows[0]), "test_end": None if rows is None else int(rows[-1]),
+            "epochs_run": fr.epochs_run, "stop_reason": fr.stop_reason, "best_epoch": fr.best_epoch,
+            "val_f1": fr.val.get("f1"), "val_majority_f1": fr.val.get("majority_f1"), "test_f1": fr.test.get("f1"),
+            "test_majority_f1": fr.test.get("majority_f1"), "f1_margin": m.get("margin"), "margin_low": m.get("low"),
+            "margin_high": m.get("high"), "verdict": _margin_verdict(m), "test_accuracy": fr.test.get("accuracy"),
+            "n_scored": m.get("n_rows")}
 
 def _read_metrics_frame(path: Path) -> pd.DataFrame:
     "metrics.jsonl as a DataFrame (None -> NaN)."
@@ -148,7 +169,7 @@ def excess_figures(returns: Tensor | None, buy_and_hold: Tensor | None, periods_
 def stitched(self: Run) -> dict[str, Tensor]:
     "The finished folds' test series end to end: returns, positions, buy_and_hold, time_ns (float64 / int64, CPU)."
     keys = ("returns", "positions", "buy_and_hold", "time_ns")
-    return {k: torch.cat([self.series[f.fold][k] for f in self.folds]) for k in keys} if self.folds else {}
+    return {k: torch.cat([self.series[f.fold][k] for f in self.folds]) for k in keys} if self.folds and self.config.priced else {}
 
 @patch
 def excess(self: Run) -> dict:
@@ -298,7 +319,12 @@ def _ci(e) -> str:
     return f"{v:+.2f} [{e['excess_low']:+.2f}, {e['excess_high']:+.2f}]"
 
 def _data_label(c: RunConfig) -> str:
+    "What the run trained on, in one phrase (source, size, dates)."
     i = c.data_info
+    if c.kind == "lob":
+        src = (f"a simulated order book (gpurl.lob.synthetic_lob, {c.synthetic['levels']} levels, seed {c.synthetic['seed']})"
+               if c.data == "synthetic_lob" else Path(c.data).name + " (FI-2010 layout)")
+        return f"{src}, {i['n_bars']:,} events, labels at horizons {i.get('horizons')} events"
     src = (f"synthetic market with planted lag-1 autocorrelation (ar1 {c.synthetic['ar1']}, seed {c.synthetic['seed']})"
            if c.data == "synthetic" else Path(c.data).name + (", back-adjusted by its adj close" if i.get("adjusted") else ""))
     return f"{src}, {i['n_bars']} bars {bar_time(pd.Timestamp(i['first']).value)}..{bar_time(pd.Timestamp(i['last']).value)}"
@@ -313,8 +339,9 @@ def trials_line(self: Run, trials: dict | None = None) -> str:
     return head + ("; not counted: " + ", ".join(f"{k} ({v})" for k, v in d["skipped"].items()) if d["skipped"] else "")
 
 def _verdict(run: Run) -> str:
-    "One honest sentence: does the agent beat buy-and-hold out of sample after costs, beyond the noise?"
+    "One honest sentence: does the agent beat buy-and-hold out of sample after costs, beyond the noise (unpriced: the majority class)?"
     if not run.complete: return f"incomplete: {len(run.folds)} of {run.config.folds} folds finished; continue with gpurl_train --resume {run.path}"
+    if not run.config.priced: return _scored_verdict(run)
     c, e, per_fold = run.config, run.excess(), run.table()["verdict"].value_counts()
     how = {"beats": "beats", "trails": "trails", "indistinguishable": "is indistinguishable from",
            "too short": "has too few test bars to compare with"}[e["verdict"]]
@@ -327,6 +354,7 @@ def _verdict(run: Run) -> str:
 @patch
 def summary(self: Run) -> str:
     "The one-screen summary table printed at the end of a run."
+    if not self.config.priced: return _scored_summary(self)
     c, tb = self.config, (self.table() if self.folds else None)
     rows = list(tb.iterrows()) if tb is not None else []
     periods = [f"{r.test_start}..{r.test_end}" if r.test_start else "-" for _, r in rows]
@@ -349,10 +377,13 @@ def summary(self: Run) -> str:
     if self.complete and (self.results or {}).get("planted_rule"):
         lines.append(f"reference: the planted rule (knows the synthetic market's mechanism) earns Sharpe "
                      f"{_f(self.results['planted_rule']['test'].get('sharpe'))} on the same test bars")
-    lines.append(f"run:    {self.path}")
-    if (self.path / "report.md").is_file():
-        lines += [f"report: {self.path / 'report.md'}", f"plots:  {self.path / 'plots'}/equity.png, drawdown.png, tear_sheet.png, learning_curves.png"]
-    return "\n".join(lines)
+    return "\n".join(lines + _where_lines(self, "equity.png, drawdown.png, tear_sheet.png, learning_curves.png"))
+
+def _where_lines(run: Run, plots: str) -> list[str]:
+    "The summary's last lines: the run directory, and its report and plots once written."
+    lines = [f"run:    {run.path}"]
+    if (run.path / "report.md").is_file(): lines += [f"report: {run.path / 'report.md'}", f"plots:  {run.path / 'plots'}/{plots}"]
+    return lines
 
 # %% ../nbs/20_run.ipynb #35839e53
 def _loss_key(cols) -> str | None:
@@ -361,20 +392,21 @@ def _loss_key(cols) -> str | None:
 
 @patch
 def plot_learning_curves(self: Run):
-    "Validation Sharpe and training loss per epoch, one line per fold (best epoch marked)."
+    "The validation metric (Sharpe, or an unpriced run's F1) and training loss per epoch, one line per fold (best epoch marked)."
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
     fig = Figure(figsize=(10, 3.3), layout="constrained")
     a1, a2 = fig.subplots(1, 2)
-    m, key = self.metrics, _loss_key(self.metrics.columns)
+    m, key, metric = self.metrics, _loss_key(self.metrics.columns), self.config.driver.get("metric", "sharpe")
     for k, g in (m.groupby("fold") if len(m) else []):
-        line, = a1.plot(g["epoch"], g["val_sharpe"], lw=1.2, label=f"fold {k}")
+        line, = a1.plot(g["epoch"], g[f"val_{metric}"], lw=1.2, label=f"fold {k}")
         fr = next((f for f in self.folds if f.fold == k), None)
         if fr is not None and fr.best_epoch is not None and fr.best_metric is not None:
             a1.plot([fr.best_epoch], [fr.best_metric], "o", color=line.get_color(), ms=5)
         if key: a2.plot(g["epoch"], g[key], lw=1.2, label=f"fold {k}")
     a1.axhline(0, color="grey", lw=0.6)
-    a1.set(xlabel="epoch", ylabel="val Sharpe (annualised)", title="validation (greedy backtest); o = best epoch")
+    a1.set(xlabel="epoch", ylabel="val Sharpe (annualised)" if metric == "sharpe" else f"val {metric}",
+           title=("validation (greedy backtest)" if metric == "sharpe" else "validation") + "; o = best epoch")
     a2.set(xlabel="epoch", ylabel=("training " + key.removeprefix("train_").replace("_", " ")) if key else "training loss",
            title="training loss (the trainer's own objective)")
     for a in (a1, a2):
@@ -467,6 +499,7 @@ def _monthly_table(run: Run) -> str:
 # %% ../nbs/20_run.ipynb #0a995426
 def write_report(run: Run) -> None:
     "plots/*.png and report.md of a complete run."
+    if not run.config.priced: return _write_scored_report(run)
     c = run.config
     plots = run.path / "plots"; plots.mkdir(exist_ok=True)
     for name, fn in (("learning_curves", run.plot_learning_curves), ("equity", run.plot_equity), ("drawdown", run.plot_drawdown),
@@ -547,22 +580,140 @@ def _runs_of(items) -> list[Run]:
     return out
 
 def compare_runs(*runs) -> pd.DataFrame:
-    "One row per run (Run objects, run directories or run roots): test vs buy-and-hold with the excess's interval, the test DSR over the trials."
+    "One row per run (Run objects, run directories or run roots): test vs buy-and-hold with the excess's interval, the test DSR over the trials (unpriced runs: F1 and the verdict against the majority class)."
     runs, out = _runs_of(runs), []
     groups: list[list[Run]] = []                              # the trials: complete runs on the same bars and folds
-    for r in (r for r in runs if r.complete):
+    for r in (r for r in runs if r.complete and r.config.priced):
         g = next((g for g in groups if _same_plan(g[0].config, r.config)), None)
         if g is None: groups.append([r])
         else: g.append(r)
     dsr = {id(r): (d["dsr"][i], d["n_trials"], d["n_effective"]) for g in groups for d in [deflate(g)] for i, r in enumerate(g)}
     for r in runs:
         t, b = (r.result.test, r.result.test_buy_and_hold) if r.complete else ({}, {})
-        e, tb = r.excess(), r.table()
+        e, tb = r.excess() if r.config.priced else {**r.classification(), "excess_psr": None}, r.table()
         d = dsr.get(id(r), (None, None, None))
         out.append({"run": r.name, "algo": r.config.algo, "folds_done": len(r.folds), "folds": r.config.folds,
-                    "test_sharpe": t.get("sharpe"), "bh_sharpe": b.get("sharpe"), **{k: e[k] for k in ("excess_sharpe", "excess_low", "excess_high", "excess_psr", "verdict")},
-                    "folds_beating_bh": int((tb["verdict"] == "beats").sum()) if len(tb) else 0,
+                    "test_sharpe": t.get("sharpe"), "bh_sharpe": b.get("sharpe"), **{k: e.get(k) for k in ("excess_sharpe", "excess_low", "excess_high", "excess_psr", "verdict")},
+                    "folds_beating_bh": int((tb["verdict"] == "beats").sum()) if len(tb) and r.config.priced else None,
+                    "test_f1": (r.result.overall.get("mean_test_f1") if r.complete else None),
                     "test_dsr": d[0], "n_trials": d[1], "n_effective_trials": d[2],
                     "test_max_drawdown": t.get("max_drawdown"), "bh_max_drawdown": b.get("max_drawdown"),
                     "test_turnover": t.get("turnover"), "train_seconds": sum(f.seconds for f in r.folds)})
     return pd.DataFrame(out).set_index("run")
+
+# %% ../nbs/20_run.ipynb #e0ceab83
+@patch
+def classification(self: Run) -> dict:
+    "An unpriced run's stitched test events: macro-F1 vs the majority class, the margin's 95% interval, accuracy, confusion matrix."
+    if self.config.priced: raise ValueError(f"{self.name} is priced: see run.excess() and run.tear_sheet()")
+    C = self.config.trainer["n_classes"]
+    if not self.folds: return {"f1": None, "baseline_f1": None, "margin": None, "low": None, "high": None, "verdict": "too short"}
+    y, p, b = (torch.cat([self.series[f.fold][f"scored_{k}"] for f in self.folds]) for k in ("targets", "predictions", "baseline"))
+    m, cm = macro_f1_margin(y, p, b, C), confusion_matrix(y, p, C)
+    return {**m, "verdict": _margin_verdict(m), "accuracy": float(accuracy(cm)), "confusion": cm.tolist()}
+
+def _margin(d) -> str:
+    "An F1 margin with its 95% interval, e.g. '+0.21 [+0.18, +0.24]'."
+    v = d.get("margin") if isinstance(d, dict) else d["f1_margin"]
+    lo, hi = (d.get("low"), d.get("high")) if isinstance(d, dict) else (d["margin_low"], d["margin_high"])
+    if v is None or (isinstance(v, float) and not math.isfinite(v)): return "-"
+    return f"{v:+.2f}" + (f" [{lo:+.2f}, {hi:+.2f}]" if lo is not None and math.isfinite(lo) else "")
+
+def _scored_verdict(run: Run) -> str:
+    "The unpriced run's sentence: does the model beat the majority class on the test events, beyond the noise?"
+    c, tb = run.classification(), run.table()
+    how = {"beats": "beats", "trails": "trails", "indistinguishable": "is indistinguishable from",
+           "too short": "has too few test events to compare with"}[c["verdict"]]
+    folds = ", ".join(f"{v} in {k} of {len(run.folds)}" for v, k in tb["verdict"].value_counts().items())
+    return (f"{run.config.algo.upper()} {how} the majority class out of sample: stitched test macro-F1 {_f(c['f1'])} vs "
+            f"{_f(c['baseline_f1'])}, a margin of {_margin(c)} (95% CI, stationary bootstrap over events, mean block "
+            f"{_f(c.get('block_length'), '{:.1f}')}); per fold: {folds}. Scored, not priced: no backtest, no Sharpe")
+
+_SCORED_HEAD = ["fold", "test events", "epochs", "stop", "best epoch", "val F1", "test F1", "majority F1",
+                "F1 margin [95% CI]", "verdict", "accuracy"]
+
+def _scored_rows(run: Run) -> list[list]:
+    "The unpriced results table: one row per fold, then the stitched test events."
+    rows = [[k, f"{_f(x.test_start, '{:,.0f}')}..{_f(x.test_end, '{:,.0f}')}", x.epochs_run, x.stop_reason, _f(x.best_epoch, "{:.0f}"),
+             _f(x.val_f1), _f(x.test_f1), _f(x.test_majority_f1), _margin(x), x.verdict, _f(x.test_accuracy)]
+            for k, x in run.table().iterrows()]
+    if run.complete:
+        c = run.classification()
+        rows.append(["all", "stitched", "", "", "", "", _f(c["f1"]), _f(c["baseline_f1"]), _margin(c), c["verdict"], _f(c["accuracy"])])
+    return rows
+
+def _scored_summary(run: Run) -> str:
+    "The one-screen summary of an unpriced run."
+    c = run.config
+    rows = [[str(v) for v in r] for r in _scored_rows(run)]
+    w = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(_SCORED_HEAD)]
+    fmt = lambda r: "  ".join(v.ljust(w[i]) if i in (1, 3, 9) else v.rjust(w[i]) for i, v in enumerate(r))
+    lines = [f"gpurl_train {c.algo} on {_data_label(c)}",
+             f"{c.folds} folds of {c.train_bars}/{c.val_bars}/{c.test_bars} train/val/test events, embargo {c.embargo}, "
+             f"up to {c.epochs} epochs, device {c.device}", *c.plan_lines(), "", fmt(_SCORED_HEAD), *map(fmt, rows), "", _verdict(run)]
+    return "\n".join(lines + _where_lines(run, "learning_curves.png, confusion.png"))
+
+@patch
+def plot_confusion(self: Run):
+    "The confusion matrix of an unpriced run's stitched test events (rows: true class; shares of each row)."
+    from matplotlib.figure import Figure
+    cm = np.array(self.classification().get("confusion") or np.zeros((3, 3)), dtype=float)
+    share = cm / np.maximum(cm.sum(1, keepdims=True), 1)
+    names = ["up", "stationary", "down"] if len(cm) == 3 else [str(k) for k in range(len(cm))]
+    fig = Figure(figsize=(4.2, 3.6), layout="constrained")
+    ax = fig.subplots()
+    im = ax.imshow(share, vmin=0, vmax=1, cmap="Blues")
+    for (r, k), v in np.ndenumerate(share):
+        ax.text(k, r, f"{v:.0%}\n{int(cm[r, k]):,}", ha="center", va="center", fontsize=7, color="white" if v > 0.6 else "black")
+    ax.set(xticks=range(len(names)), yticks=range(len(names)), xticklabels=names, yticklabels=names,
+           xlabel="predicted", ylabel="true", title="stitched test events: share of each true class")
+    fig.colorbar(im, ax=ax, shrink=0.8)
+    return fig
+
+def _write_scored_report(run: Run) -> None:
+    "plots/learning_curves.png, plots/confusion.png and report.md of a complete unpriced run."
+    c, plots = run.config, run.path / "plots"
+    plots.mkdir(exist_ok=True)
+    run.plot_learning_curves().savefig(plots / "learning_curves.png", dpi=110)
+    run.plot_confusion().savefig(plots / "confusion.png", dpi=110)
+    nl = "\n"
+    text = f"""# gpurl_train run `{run.name}`
+
+**{_verdict(run)}.**
+
+- model: **{c.algo}** (`{get_model(c.algo).trainer.__name__}`, every setting in `config.json`)
+- data: {_data_label(c)}
+- walk-forward: {c.folds} folds of {c.train_bars} train / {c.val_bars} validation / {c.test_bars} test events, embargo {c.embargo}, the last test window ending at the last event
+- epochs: up to {c.epochs} per fold, the best picked on validation macro-F1; device {c.device}
+- training time: {_f(sum(f.seconds for f in run.folds), '{:.0f}')} s over all folds
+- reproduce: `{c.command(config=run.path / 'hyperparams.json')}`
+
+## Events used
+
+{nl.join('- ' + line for line in c.plan_lines()[1:])}
+
+## Results
+
+{_md_table(_scored_rows(run), _SCORED_HEAD)}
+
+The majority class is each fold's most common train label, predicted for every test event: the naive baseline whose
+macro-F1 a model must beat. The margin's 95% interval comes from 2,000 stationary-bootstrap resamples of the test
+events (Politis & Romano 1994; mean block by Politis & White 2004); "beats" needs the whole interval above zero.
+Validation picks each fold's best epoch; the test events come after it and were never used to choose anything.
+**No backtest**: the events are scored, not priced (FI-2010 files hold normalised prices; trading a simulated book at
+its mid-price would ignore the spread an event-frequency strategy pays on every trade).
+
+![confusion matrix](plots/confusion.png)
+
+## Learning curves
+
+![learning curves](plots/learning_curves.png)
+
+## Files
+
+`config.json` (resolved settings, events used), `metrics.jsonl` (per epoch per fold), `checkpoints/fold{{k}}_best.safetensors`
+(best weights), `folds/fold{{k}}_test.safetensors` (the scored test events: `bar_index`, `scored_targets`,
+`scored_predictions`, `scored_baseline`), `results.json`. In Python: `from gpurl.run import load_run; run =
+load_run("{run.path}")`, then `run.table()`, `run.classification()`, `run.trainer(0)`.
+"""
+    atomic_write_bytes(run.path / "report.md", text.encode())

@@ -15,14 +15,15 @@ from .config import Config, config_error
 from .hardware import MixedPrecisionConfig, TrainerGlobals, align_to_tensor_cores, capture_graph, cuda_graphs_available
 from .data import FoldData, IGNORE_INDEX
 from .lob import UP, STATIONARY, DOWN
+from .metrics import optimal_block_length, stationary_bootstrap
 from .env import EnvConfig, gather_windows
 from .hardware import rng_state, set_rng_state
 from . import walkforward
 
 # %% auto #0
-__all__ = ['POSITIONS', 'forward_returns', 'return_classes', 'confusion_matrix', 'macro_f1', 'accuracy', 'majority_f1',
-           'classification_metrics', 'regression_metrics', 'SupervisedConfig', 'SupervisedModel', 'BarMLP',
-           'BarMlpConfig', 'SupervisedTrainer', 'PositionPolicy']
+__all__ = ['POSITIONS', 'forward_returns', 'return_classes', 'confusion_matrix', 'macro_f1', 'accuracy', 'majority_class',
+           'majority_f1', 'macro_f1_margin', 'classification_metrics', 'regression_metrics', 'SupervisedConfig',
+           'SupervisedModel', 'BarMLP', 'BarMlpConfig', 'SupervisedTrainer', 'PositionPolicy']
 
 # %% ../nbs/12_supervised.ipynb #a3f9c2e3
 def _check_horizons(horizons: Sequence[int]) -> tuple[int, ...]:
@@ -67,10 +68,39 @@ def accuracy(confusion: Tensor) -> Tensor:
     "Share of the counted rows predicted right (0 when there are none)."
     return confusion.diagonal().sum().double() / confusion.sum().clamp_min(1)
 
+def majority_class(train_labels: Tensor, n_classes: int = 3) -> Tensor:
+    "The most common class of `train_labels` (IGNORE_INDEX rows skipped), a device scalar."
+    return confusion_matrix(train_labels, train_labels.clamp_min(0), n_classes).sum(1).argmax()
+
 def majority_f1(train_labels: Tensor, test_labels: Tensor, n_classes: int = 3) -> Tensor:
     "Macro-F1 on `test_labels` of always predicting the most common class of `train_labels`: the baseline to beat."
-    counts = confusion_matrix(train_labels, train_labels.clamp_min(0), n_classes).sum(1)   # class counts, masked rows out
-    return macro_f1(confusion_matrix(test_labels, counts.argmax().expand_as(test_labels), n_classes))
+    return macro_f1(confusion_matrix(test_labels, majority_class(train_labels, n_classes).expand_as(test_labels), n_classes))
+
+def macro_f1_margin(targets: Tensor, predictions: Tensor, baseline: Tensor, n_classes: int = 3, *, level: float = 0.95,
+                    n_resamples: int = 2000, mean_block: float | None = None, seed: int = 0) -> dict[str, float]:
+    "Macro-F1 of `predictions` and of `baseline` on `targets` (N,), and the margin's stationary-bootstrap interval over rows."
+    if not (targets.shape == predictions.shape == baseline.shape and targets.ndim == 1):
+        raise ValueError(f"targets, predictions and baseline must be equal (N,) class tensors, got {tuple(targets.shape)}, "
+                         f"{tuple(predictions.shape)}, {tuple(baseline.shape)}")
+    if not 0 < level < 1: raise ValueError(f"level must lie in (0, 1), e.g. 0.95, got {level!r}")
+    y, p, b = (t.to("cpu", torch.int64) for t in (targets, predictions, baseline))
+    C, n = n_classes, len(y)
+    f1 = lambda pred: float(macro_f1(confusion_matrix(y, pred, C)))
+    out = {"f1": f1(p), "baseline_f1": f1(b), "n_rows": n}
+    out["margin"] = out["f1"] - out["baseline_f1"]
+    if n < 16: return {**out, "low": None, "high": None, "block_length": None}
+    hits = ((p == y).double() - (b == y).double())                 # its dependence sets the block length
+    block = optimal_block_length(hits) if mean_block is None else float(mean_block)
+    gen, margins = torch.Generator().manual_seed(seed), []
+    for r in range(0, n_resamples, 100):                           # 100 resamples at a time: memory stays O(100 N)
+        idx = stationary_bootstrap(n, min(100, n_resamples - r), block, generator=gen)
+        cells = torch.arange(len(idx)).unsqueeze(1) * (C * C) + y[idx] * C
+        conf = lambda q: torch.zeros(len(idx) * C * C, dtype=torch.int64).scatter_add_(
+            0, (cells + q[idx]).flatten(), torch.ones(idx.numel(), dtype=torch.int64)).view(-1, C, C)
+        margins.append(torch.stack([macro_f1(m) for m in conf(p)]) - torch.stack([macro_f1(m) for m in conf(b)]))
+    m = torch.cat(margins)
+    lo, hi = torch.quantile(m, torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=m.dtype)).tolist()
+    return {**out, "low": lo, "high": hi, "block_length": block}
 
 # %% ../nbs/12_supervised.ipynb #e43141b6
 def classification_metrics(target: Tensor, logits: Tensor) -> dict[str, Tensor]:
@@ -417,15 +447,33 @@ def env_config(self: SupervisedTrainer) -> EnvConfig:
 # %% ../nbs/12_supervised.ipynb #0a15f91d
 @patch
 def task_metrics(self: SupervisedTrainer, data: FoldData) -> dict[str, Tensor]:
-    "Device scalars on the labelled rows of `data`: f1, accuracy, loss, n_labelled, confusion_<true>_<pred>; or mse, ic, directional_accuracy."
-    out, col, W = self.predict(data), self.check_split(data), self.config.env.window
-    y = data.labels[W - 1:, col].to(self.device)
+    "Device scalars on the labelled rows of `data`: f1, majority_f1 (the train split's majority class), accuracy, loss, n_labelled, confusion_<true>_<pred>; or mse, ic, directional_accuracy."
+    out, y = self._outputs(data)
     if self.config.task == "regression":
         return regression_metrics(y, out[:, 0] * self.model.target_scale)
     m = classification_metrics(y, out)
     cm = m.pop("confusion")
     C = cm.shape[0]
-    return {**m, "n_labelled": cm.sum(), **{f"confusion_{i}_{j}": cm[i, j] for i in range(C) for j in range(C)}}
+    return {**m, "majority_f1": majority_f1(self.targets[self.rows], y, C), "n_labelled": cm.sum(),
+            **{f"confusion_{i}_{j}": cm[i, j] for i in range(C) for j in range(C)}}
+
+@patch
+def _outputs(self: SupervisedTrainer, data: FoldData) -> tuple[Tensor, Tensor]:
+    "The model's outputs on rows window-1 .. T-1 of `data` and those rows' label column, on the trainer's device."
+    out, col, W = self.predict(data), self.check_split(data), self.config.env.window
+    return out, data.labels[W - 1:, col].to(self.device)
+
+@patch
+def scored_rows(self: SupervisedTrainer, data: FoldData) -> dict[str, Tensor]:
+    "The labelled rows of `data`: row_index (into the full series), targets, predictions (class or forecast) and the naive baseline's (the train split's majority class, or a zero forecast)."
+    out, y = self._outputs(data)
+    if self.config.task == "regression":
+        pred, keep, base = out[:, 0] * self.model.target_scale, y.isfinite(), torch.zeros_like(y)
+    else:
+        pred, keep = out.argmax(-1), y != IGNORE_INDEX
+        base = majority_class(self.targets[self.rows], self.config.n_classes).expand_as(y)
+    rows = data.bar_index[self.config.env.window - 1:].to(self.device)
+    return {"row_index": rows[keep], "targets": y[keep], "predictions": pred[keep], "baseline": base[keep]}
 
 @patch
 def validate(self: SupervisedTrainer, data: FoldData) -> dict[str, Tensor]:

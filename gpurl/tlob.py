@@ -71,5 +71,5 @@ class MlplobConfig(SupervisedConfig):
         "An `MLPLOB` on `env.window` snapshots of `n_features`."
         return MLPLOB(self.env.window, n_features, self.n_outputs, self.hidden, self.n_layers)
 
-walkforward.register_model("mlplob", SupervisedTrainer, MlplobConfig, data="lob", cli=False, quickstart=dict(   # gpurl_train's small default
+walkforward.register_model("mlplob", SupervisedTrainer, MlplobConfig, data="lob", quickstart=dict(   # gpurl_train's small default
     env=dict(window=16), batch_size=128, lr=1e-3))

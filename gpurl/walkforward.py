@@ -57,6 +57,7 @@ class ScoredTrainer(FoldTrainer, Protocol):
     "A `FoldTrainer` with task metrics of its own (a supervised model), reported on the val and test folds."
     priced: bool                      # False: its data carry no prices, so its folds are scored and not backtested
     def task_metrics(self, data: FoldData) -> dict[str, Tensor]: ...   # device scalars on data's labelled rows
+    def scored_rows(self, data: FoldData) -> dict[str, Tensor]: ...    # row_index, targets, predictions, baseline
 
 TASK_METRICS = ("f1", "accuracy", "mse", "ic", "directional_accuracy")   # task metrics averaged over folds
 
@@ -153,6 +154,7 @@ class FoldResult:
     test_returns: Tensor | None = field(default=None, repr=False, compare=False)    # not serialised
     test_positions: Tensor | None = field(default=None, repr=False, compare=False)
     test_bh_returns: Tensor | None = field(default=None, repr=False, compare=False)
+    test_scored: dict[str, Tensor] | None = field(default=None, repr=False, compare=False)   # a ScoredTrainer's test rows
 
     def curve(self, key: str) -> list[float]:
         "One history column over the epochs (a learning curve), e.g. `curve('val_sharpe')`."
@@ -461,11 +463,13 @@ def _host_floats(metrics: dict[str, Tensor]) -> dict[str, float]:
     return dict(zip(metrics, vals.tolist()))
 
 def _evaluate_fold(trainer, splits: FoldSplits, fr: FoldResult, overrides: dict) -> None:
-    "Backtest the (restored) best weights on val and test where priced; add a scored trainer's task metrics."
+    "Backtest the (restored) best weights on val and test where priced; add a scored trainer's task metrics and test rows."
     if _priced(trainer): _backtest_fold(trainer, splits, fr, overrides)
     if isinstance(trainer, ScoredTrainer):
         fr.val.update(_host_floats(trainer.task_metrics(splits.val)))
         fr.test.update(_host_floats(trainer.task_metrics(splits.test)))
+        fr.test_scored = {k: v.detach().cpu() for k, v in trainer.scored_rows(splits.test).items()}
+        if not _priced(trainer): fr.bar_index = fr.test_scored["row_index"].tolist()   # the rows scored
 
 def _backtest_fold(trainer, splits: FoldSplits, fr: FoldResult, overrides: dict) -> None:
     "Backtest the (restored) best weights on the val and test bars; fill `fr`'s val/test/buy-and-hold/DSR fields."
