@@ -104,23 +104,23 @@ def _cell_for(model: nn.Module, x: Tensor):
 _LECUN_GAIN, _LECUN_SLOPE = 1.7159, 0.666                      # lecun_tanh(x) = gain * tanh(slope * x)
 
 def _cfc_forward_loop(u: Tensor, h0: Tensor, ts: Tensor, w_h: Tensor, w_head: Tensor, b_head: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    "Default-mode CfC with folded constants over all steps: states Y (B, T, H), backbone S (B, T, NB), multipliers A (B, T, 4H)."
-    H, h, ys, ss, fs, gs = h0.shape[1], h0, [], [], [], []
+    "Default-mode CfC in sigmoid form over all steps: states Y (B, T, H), backbone R (B, T, NB), multipliers A (B, T, 4H)."
+    H, h, ys, rs, es, gs = h0.shape[1], h0, [], [], [], []
     for u_t, ts_t in zip(u.unbind(1), ts.unbind(1)):
-        s = torch.tanh(torch.addmm(u_t, h, w_h.T))
-        q = torch.addmm(b_head, s, w_head.T)                    # the four heads: ff1, ff2, time_a, time_b
-        f, g = torch.tanh(q[:, :2 * H]), torch.sigmoid(torch.addcmul(q[:, 3 * H:], q[:, 2 * H:3 * H], ts_t[:, None]))
-        h = torch.lerp(f[:, :H], f[:, H:], g)                   # ff1 (1 - g) + g ff2
-        ys.append(h); ss.append(s); fs.append(f); gs.append(g)
-    (f1, f2), g = torch.stack(fs, 1).chunk(2, -1), torch.stack(gs, 1)
-    dgate = (f2 - f1) * g * (1 - g)
-    A = torch.cat([(1 - g) * (1 - f1 * f1), g * (1 - f2 * f2), dgate * ts[..., None], dgate], -1)
-    return torch.stack(ys, 1), torch.stack(ss, 1), A
+        r = torch.sigmoid(torch.addmm(u_t, h, w_h.T))          # the backbone, its affine map folded into the heads
+        q = torch.addmm(b_head, r, w_head.T)                    # the four heads: 2 ff1, 2 ff2, time_a, time_b
+        e, g = torch.sigmoid(q[:, :2 * H]), torch.sigmoid(torch.addcmul(q[:, 3 * H:], q[:, 2 * H:3 * H], ts_t[:, None]))
+        h = 2 * torch.lerp(e[:, :H], e[:, H:], g) - 1           # ff1 (1 - g) + g ff2, with tanh(x) = 2 sigmoid(2x) - 1
+        ys.append(h); rs.append(r); es.append(e); gs.append(g)
+    (e1, e2), g = torch.stack(es, 1).chunk(2, -1), torch.stack(gs, 1)
+    dgate = 2 * (e2 - e1) * g * (1 - g)
+    A = torch.cat([2 * (1 - g) * e1 * (1 - e1), 2 * g * e2 * (1 - e2), dgate * ts[..., None], dgate], -1)
+    return torch.stack(ys, 1), torch.stack(rs, 1), A
 
-def _cfc_backward_loop(dY: Tensor, S: Tensor, A: Tensor, w_h: Tensor, w_head: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def _cfc_backward_loop(dY: Tensor, R: Tensor, A: Tensor, w_h: Tensor, w_head: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     "Backward through time of `_cfc_forward_loop`: head gradients dQ (B, T, 4H), backbone dP (B, T, NB), dh0 (B, H)."
     B, T, H = dY.shape
-    dh, dqs, dps, D = torch.zeros_like(dY[:, 0]), [], [], 1 - S * S
+    dh, dqs, dps, D = torch.zeros_like(dY[:, 0]), [], [], R * (1 - R)
     for t in range(T - 1, -1, -1):
         dq = ((dh + dY[:, t]).unsqueeze(1) * A[:, t].view(B, 4, H)).view(B, 4 * H)
         dp = (dq @ w_head) * D[:, t]
@@ -129,22 +129,18 @@ def _cfc_backward_loop(dY: Tensor, S: Tensor, A: Tensor, w_h: Tensor, w_head: Te
     return torch.stack(dqs[::-1], 1), torch.stack(dps[::-1], 1), dh
 
 # %% ../nbs/13_liquid.ipynb #c4114994
-_CFC_ROWS, _CFC_WARPS = 16, 4      # sequences and warps per program of the persistent CfC kernels
+_CFC_FP32_DOTS = "tf32x3"             # TF32 off: three TF32 products a dot, fp32 accuracy (H200: 2.3x faster than "ieee")
+_CFC_ROWS, _CFC_WARPS = 16, 8      # sequences and warps per program of the persistent CfC kernels (H200: best of 16/32 rows, 4/8/16 warps)
 
 if triton is not None:
     @triton.jit
-    def _tanh(x):
-        "tanh by exp (tl has no tanh): exact limits, absolute error at fp32 rounding."
-        return 1.0 - 2.0 / (tl.exp(2.0 * x) + 1.0)
-
-    @triton.jit
-    def _cfc_head(s, w_head, b_head, k: tl.constexpr, H, NB, rh, rn, mh, mn, PREC: tl.constexpr):
-        "Head k of the stacked heads of rows s (R, NP): s @ w_head[kH:(k+1)H].T + b_head[kH:(k+1)H]."
+    def _cfc_head(r, w_head, b_head, k: tl.constexpr, H, NB, rh, rn, mh, mn, PREC: tl.constexpr):
+        "Head k of the stacked heads of backbone rows r (ROWS, NP): r @ w_head[kH:(k+1)H].T + b_head[kH:(k+1)H]."
         w = tl.load(w_head + (k * H + rh[None, :]) * NB + rn[:, None], mask=mn[:, None] & mh[None, :], other=0.0)
-        return tl.dot(s, w, input_precision=PREC) + tl.load(b_head + k * H + rh, mask=mh, other=0.0)[None, :]
+        return tl.dot(r, w, input_precision=PREC) + tl.load(b_head + k * H + rh, mask=mh, other=0.0)[None, :]
 
     @triton.jit
-    def _cfc_forward_kernel(u, h0, ts, w_h, w_head, b_head, y, s_out, a_out, B, T, H, NB,
+    def _cfc_forward_kernel(u, h0, ts, w_h, w_head, b_head, y, r_out, a_out, B, T, H, NB,
                             ROWS: tl.constexpr, HP: tl.constexpr, NP: tl.constexpr, PREC: tl.constexpr):
         "`_cfc_forward_loop` for ROWS sequences: the state stays on chip through all T steps."
         rb = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
@@ -155,23 +151,23 @@ if triton is not None:
         w_h_t = tl.load(w_h + rn[None, :] * H + rh[:, None], mask=mh[:, None] & mn[None, :], other=0.0)   # (HP, NP)
         for t in range(T):
             row = rb[:, None] * T + t
-            s = _tanh(tl.load(u + row * NB + rn[None, :], mask=mbn, other=0.0) + tl.dot(h, w_h_t, input_precision=PREC))
-            tl.store(s_out + row * NB + rn[None, :], s, mask=mbn)
+            r = tl.sigmoid(tl.load(u + row * NB + rn[None, :], mask=mbn, other=0.0) + tl.dot(h, w_h_t, input_precision=PREC))
+            tl.store(r_out + row * NB + rn[None, :], r, mask=mbn)
             dt = tl.load(ts + rb * T + t, mask=mb, other=1.0)[:, None]
-            f1 = _tanh(_cfc_head(s, w_head, b_head, 0, H, NB, rh, rn, mh, mn, PREC))
-            f2 = _tanh(_cfc_head(s, w_head, b_head, 1, H, NB, rh, rn, mh, mn, PREC))
-            g = tl.sigmoid(_cfc_head(s, w_head, b_head, 2, H, NB, rh, rn, mh, mn, PREC) * dt
-                           + _cfc_head(s, w_head, b_head, 3, H, NB, rh, rn, mh, mn, PREC))
-            h = f1 + g * (f2 - f1)
+            e1 = tl.sigmoid(_cfc_head(r, w_head, b_head, 0, H, NB, rh, rn, mh, mn, PREC))
+            e2 = tl.sigmoid(_cfc_head(r, w_head, b_head, 1, H, NB, rh, rn, mh, mn, PREC))
+            g = tl.sigmoid(_cfc_head(r, w_head, b_head, 2, H, NB, rh, rn, mh, mn, PREC) * dt
+                           + _cfc_head(r, w_head, b_head, 3, H, NB, rh, rn, mh, mn, PREC))
+            h = 2.0 * (e1 + g * (e2 - e1)) - 1.0
             tl.store(y + row * H + rh[None, :], h, mask=mbh)
-            dgate, a = (f2 - f1) * g * (1.0 - g), a_out + row * (4 * H) + rh[None, :]
-            tl.store(a, (1.0 - g) * (1.0 - f1 * f1), mask=mbh)
-            tl.store(a + H, g * (1.0 - f2 * f2), mask=mbh)
+            dgate, a = 2.0 * (e2 - e1) * g * (1.0 - g), a_out + row * (4 * H) + rh[None, :]
+            tl.store(a, 2.0 * (1.0 - g) * e1 * (1.0 - e1), mask=mbh)
+            tl.store(a + H, 2.0 * g * e2 * (1.0 - e2), mask=mbh)
             tl.store(a + 2 * H, dgate * dt, mask=mbh)
             tl.store(a + 3 * H, dgate, mask=mbh)
 
     @triton.jit
-    def _cfc_backward_kernel(dy, s_in, a_in, w_h, w_head, dq_out, dp_out, dh0, B, T, H, NB,
+    def _cfc_backward_kernel(dy, r_in, a_in, w_h, w_head, dq_out, dp_out, dh0, B, T, H, NB,
                              ROWS: tl.constexpr, HP: tl.constexpr, NP: tl.constexpr, PREC: tl.constexpr):
         "`_cfc_backward_loop` for ROWS sequences: dL/dh stays on chip from step T-1 back to 0."
         rb = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
@@ -189,8 +185,8 @@ if triton is not None:
                 tl.store(dq_out + row * (4 * H) + k * H + rh[None, :], dq, mask=mbh)
                 w = tl.load(w_head + (k * H + rh[:, None]) * NB + rn[None, :], mask=mh[:, None] & mn[None, :], other=0.0)
                 ds += tl.dot(dq, w, input_precision=PREC)
-            s = tl.load(s_in + row * NB + rn[None, :], mask=mbn, other=0.0)
-            dp = ds * (1.0 - s * s)
+            r = tl.load(r_in + row * NB + rn[None, :], mask=mbn, other=0.0)
+            dp = ds * r * (1.0 - r)
             tl.store(dp_out + row * NB + rn[None, :], dp, mask=mbn)
             dh = tl.dot(dp, w_h_tile, input_precision=PREC)
         tl.store(dh0 + rb[:, None] * H + rh[None, :], dh, mask=mbh)
@@ -198,20 +194,20 @@ if triton is not None:
 def _cfc_launch(kernel, B: int, H: int, NB: int, *args, prec: str) -> None:
     "Launch a persistent CfC kernel over the batch: one program per `_CFC_ROWS` sequences, widths padded to powers of 2."
     blocks = dict(HP=max(16, triton.next_power_of_2(H)), NP=max(16, triton.next_power_of_2(NB)))
-    kernel[(triton.cdiv(B, _CFC_ROWS),)](*args, ROWS=_CFC_ROWS, PREC=prec, num_warps=_CFC_WARPS, **blocks)
+    kernel[(triton.cdiv(B, _CFC_ROWS),)](*args, ROWS=_CFC_ROWS, PREC=prec, num_warps=_CFC_WARPS, num_stages=1, **blocks)
 
 def _cfc_forward_triton(u: Tensor, h0: Tensor, ts: Tensor, w_h: Tensor, w_head: Tensor, b_head: Tensor, prec: str = "ieee") -> tuple[Tensor, Tensor, Tensor]:
-    "`_cfc_forward_loop` as one Triton launch (fp32, contiguous inputs; `prec` 'ieee' or 'tf32' for the dots)."
+    "`_cfc_forward_loop` as one Triton launch (fp32, contiguous inputs; `prec`: the dots' `input_precision`)."
     (B, T, NB), H = u.shape, h0.shape[1]
-    Y, S, A = u.new_empty(B, T, H), u.new_empty(B, T, NB), u.new_empty(B, T, 4 * H)
-    _cfc_launch(_cfc_forward_kernel, B, H, NB, u, h0, ts, w_h, w_head, b_head, Y, S, A, B, T, H, NB, prec=prec)
-    return Y, S, A
+    Y, R, A = u.new_empty(B, T, H), u.new_empty(B, T, NB), u.new_empty(B, T, 4 * H)
+    _cfc_launch(_cfc_forward_kernel, B, H, NB, u, h0, ts, w_h, w_head, b_head, Y, R, A, B, T, H, NB, prec=prec)
+    return Y, R, A
 
-def _cfc_backward_triton(dY: Tensor, S: Tensor, A: Tensor, w_h: Tensor, w_head: Tensor, prec: str = "ieee") -> tuple[Tensor, Tensor, Tensor]:
+def _cfc_backward_triton(dY: Tensor, R: Tensor, A: Tensor, w_h: Tensor, w_head: Tensor, prec: str = "ieee") -> tuple[Tensor, Tensor, Tensor]:
     "`_cfc_backward_loop` as one Triton launch."
-    (B, T, H), NB = dY.shape, S.shape[2]
-    dQ, dP, dh0 = A.new_empty(B, T, 4 * H), S.new_empty(B, T, NB), dY.new_empty(B, H)
-    _cfc_launch(_cfc_backward_kernel, B, H, NB, dY, S, A, w_h, w_head, dQ, dP, dh0, B, T, H, NB, prec=prec)
+    (B, T, H), NB = dY.shape, R.shape[2]
+    dQ, dP, dh0 = A.new_empty(B, T, 4 * H), R.new_empty(B, T, NB), dY.new_empty(B, H)
+    _cfc_launch(_cfc_backward_kernel, B, H, NB, dY, R, A, w_h, w_head, dQ, dP, dh0, B, T, H, NB, prec=prec)
     return dQ, dP, dh0
 
 # %% ../nbs/13_liquid.ipynb #ebd27364
@@ -220,21 +216,21 @@ class _CfcSequence(torch.autograd.Function):
     @staticmethod
     @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)
     def forward(ctx, u, h0, ts, w_h, w_head, b_head):
-        ctx.prec = "tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee"
+        ctx.prec = "tf32" if torch.backends.cuda.matmul.allow_tf32 else _CFC_FP32_DOTS
         run = _cfc_forward_triton if u.is_cuda else _cfc_forward_loop
-        Y, S, A = run(u, h0, ts, w_h, w_head, b_head, **({"prec": ctx.prec} if u.is_cuda else {}))
-        ctx.save_for_backward(h0, Y, S, A, w_h, w_head)
+        Y, R, A = run(u, h0, ts, w_h, w_head, b_head, **({"prec": ctx.prec} if u.is_cuda else {}))
+        ctx.save_for_backward(h0, Y, R, A, w_h, w_head)
         return Y
 
     @staticmethod
     @torch.amp.custom_bwd(device_type="cuda")
     def backward(ctx, dY):
-        h0, Y, S, A, w_h, w_head = ctx.saved_tensors
-        args = (dY.contiguous(), S, A, w_h, w_head)
+        h0, Y, R, A, w_h, w_head = ctx.saved_tensors
+        args = (dY.contiguous(), R, A, w_h, w_head)
         dQ, dP, dh0 = _cfc_backward_triton(*args, prec=ctx.prec) if dY.is_cuda else _cfc_backward_loop(*args)
-        (B, T, H), NB = Y.shape, S.shape[2]
+        (B, T, H), NB = Y.shape, R.shape[2]
         h_prev = torch.cat([h0[:, None], Y[:, :-1]], 1)            # the state each step read
-        dw_head = dQ.reshape(B * T, 4 * H).T @ S.reshape(B * T, NB)   # every weight gradient: one matmul over B T rows
+        dw_head = dQ.reshape(B * T, 4 * H).T @ R.reshape(B * T, NB)   # every weight gradient: one matmul over B T rows
         dw_h = dP.reshape(B * T, NB).T @ h_prev.reshape(B * T, H)
         return dP, dh0, None, dw_h, dw_head, dQ.sum((0, 1))
 
@@ -253,8 +249,10 @@ def forward(self: CfC, x: Tensor, h0: Tensor | None = None, timespans: Tensor | 
     h = x.new_zeros(x.shape[0], self.units) if h0 is None else h0
     if _fused(self, x, timespans):
         spans = x.new_ones(x.shape[:2]) if isinstance(ts, float) else ts[..., 0].contiguous()
-        y = _CfcSequence.apply(u * _LECUN_SLOPE, h.contiguous(), spans, first.weight[:, F_:] * _LECUN_SLOPE,
-                               self.head.weight * _LECUN_GAIN, self.head.bias)
+        c = x.new_tensor([2.0, 2.0, 1.0, 1.0]).repeat_interleave(self.units)    # ff1, ff2 read as 2 sigmoid(2 q) - 1
+        W, b = self.head.weight, self.head.bias                # lecun_tanh(p) = 2 gain sigmoid(2 slope p) - gain
+        y = _CfcSequence.apply(u * (2 * _LECUN_SLOPE), h.contiguous(), spans, first.weight[:, F_:] * (2 * _LECUN_SLOPE),
+                               W * (2 * _LECUN_GAIN * c[:, None]), c * (b - _LECUN_GAIN * W.sum(1)))
         return y, y[:, -1]
     steps = list(zip(u.unbind(1), [ts] * x.shape[1] if isinstance(ts, float) else ts.unbind(1)))
     return _recur(_cell_for(self, x), h, steps, first.weight[:, F_:])
@@ -288,7 +286,7 @@ def cell(self: LTC, v: Tensor, num_s: Tensor, den_s: Tensor, cm_t: Tensor, leak:
     return v
 
 # %% ../nbs/13_liquid.ipynb #98dfbc1e
-_LTC_WARPS = 8                     # warps per program of the persistent LTC kernels (one sequence a program)
+_LTC_WARPS = 4                     # warps per program of the persistent LTC kernels, one sequence a program (H200: best of 4, 8, 16)
 
 if triton is not None:
     @triton.jit
@@ -307,7 +305,7 @@ if triton is not None:
         m = r < H
         m2 = m[:, None] & m[None, :]
         hh = r[:, None] * H + r[None, :]                        # (source j, target i)
-        sig, w_, we = (tl.load(p + hh, mask=m2, other=0.0) for p in (sigma, w, w_erev))
+        sig, w_, we = tl.load(sigma + hh, mask=m2, other=0.0), tl.load(w + hh, mask=m2, other=0.0), tl.load(w_erev + hh, mask=m2, other=0.0)
         shift, lk = -sig * tl.load(mu + hh, mask=m2, other=0.0), tl.load(leak + r, mask=m, other=0.0)
         v = tl.load(v0 + b * H + r, mask=m, other=0.0)
         for t in range(T):
@@ -329,9 +327,10 @@ if triton is not None:
         m = r < H
         m2 = m[:, None] & m[None, :]
         hh = r[:, None] * H + r[None, :]
-        sig, w_, we, mu_ = (tl.load(p + hh, mask=m2, other=0.0) for p in (sigma, w, w_erev, mu))
+        sig, w_, we = tl.load(sigma + hh, mask=m2, other=0.0), tl.load(w + hh, mask=m2, other=0.0), tl.load(w_erev + hh, mask=m2, other=0.0)
+        mu_ = tl.load(mu + hh, mask=m2, other=0.0)
         shift, lk = -sig * mu_, tl.load(leak + r, mask=m, other=0.0)
-        g_sig, g_mu, g_w, g_we = (tl.zeros((HP, HP), dtype=tl.float32) for _ in range(4))
+        g_sig, g_mu, g_w, g_we = tl.zeros((HP, HP), tl.float32), tl.zeros((HP, HP), tl.float32), tl.zeros((HP, HP), tl.float32), tl.zeros((HP, HP), tl.float32)
         dv = tl.zeros((HP,), dtype=tl.float32)
         for i in range(T):
             t = T - 1 - i
@@ -366,7 +365,7 @@ def _ltc_forward_triton(v0: Tensor, num_s: Tensor, den_s: Tensor, cm_t: Tensor, 
     (B, T, H) = num_s.shape
     V, V_in = num_s.new_empty(B, T, H), num_s.new_empty(B, T, unfolds, H)
     _ltc_forward_kernel[(B,)](v0, num_s, den_s, cm_t, leak, w, w_erev, sigma, mu, V, V_in, T, H, eps, UNFOLDS=unfolds,
-                              HP=max(16, triton.next_power_of_2(H)), num_warps=_LTC_WARPS)
+                              HP=max(16, triton.next_power_of_2(H)), num_warps=_LTC_WARPS, num_stages=1)
     return V, V_in
 
 def _ltc_backward_triton(dV: Tensor, V_in: Tensor, num_s: Tensor, den_s: Tensor, cm_t: Tensor, leak: Tensor, w: Tensor,
@@ -376,7 +375,7 @@ def _ltc_backward_triton(dV: Tensor, V_in: Tensor, num_s: Tensor, den_s: Tensor,
     dv0, dns, dds, dcm, dparams = (dV.new_empty(B, H), torch.empty_like(num_s), torch.empty_like(num_s),
                                    torch.empty_like(num_s), dV.new_empty(B, 4, H, H))
     _ltc_backward_kernel[(B,)](dV, V_in, num_s, den_s, cm_t, leak, w, w_erev, sigma, mu, dv0, dns, dds, dcm, dparams,
-                               T, H, eps, UNFOLDS=unfolds, HP=max(16, triton.next_power_of_2(H)), num_warps=_LTC_WARPS)
+                               T, H, eps, UNFOLDS=unfolds, HP=max(16, triton.next_power_of_2(H)), num_warps=_LTC_WARPS, num_stages=1)
     return dv0, dns, dds, dcm, *dparams.sum(0).unbind(0)
 
 # %% ../nbs/13_liquid.ipynb #89be37f2
