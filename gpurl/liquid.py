@@ -104,23 +104,23 @@ def _cell_for(model: nn.Module, x: Tensor):
 _LECUN_GAIN, _LECUN_SLOPE = 1.7159, 0.666                      # lecun_tanh(x) = gain * tanh(slope * x)
 
 def _cfc_forward_loop(u: Tensor, h0: Tensor, ts: Tensor, w_h: Tensor, w_head: Tensor, b_head: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    "Default-mode CfC in sigmoid form over all steps: states Y (B, T, H), backbone R (B, T, NB), multipliers A (B, T, 4H)."
-    H, h, ys, rs, es, gs = h0.shape[1], h0, [], [], [], []
+    "Default-mode CfC with folded constants over all steps: states Y (B, T, H), backbone S (B, T, NB), multipliers A (B, T, 4H)."
+    H, h, ys, ss, fs, gs = h0.shape[1], h0, [], [], [], []
     for u_t, ts_t in zip(u.unbind(1), ts.unbind(1)):
-        r = torch.sigmoid(torch.addmm(u_t, h, w_h.T))          # the backbone, its affine map folded into the heads
-        q = torch.addmm(b_head, r, w_head.T)                    # the four heads: 2 ff1, 2 ff2, time_a, time_b
-        e, g = torch.sigmoid(q[:, :2 * H]), torch.sigmoid(torch.addcmul(q[:, 3 * H:], q[:, 2 * H:3 * H], ts_t[:, None]))
-        h = 2 * torch.lerp(e[:, :H], e[:, H:], g) - 1           # ff1 (1 - g) + g ff2, with tanh(x) = 2 sigmoid(2x) - 1
-        ys.append(h); rs.append(r); es.append(e); gs.append(g)
-    (e1, e2), g = torch.stack(es, 1).chunk(2, -1), torch.stack(gs, 1)
-    dgate = 2 * (e2 - e1) * g * (1 - g)
-    A = torch.cat([2 * (1 - g) * e1 * (1 - e1), 2 * g * e2 * (1 - e2), dgate * ts[..., None], dgate], -1)
-    return torch.stack(ys, 1), torch.stack(rs, 1), A
+        s = torch.tanh(torch.addmm(u_t, h, w_h.T))
+        q = torch.addmm(b_head, s, w_head.T)                    # the four heads: ff1, ff2, time_a, time_b
+        f, g = torch.tanh(q[:, :2 * H]), torch.sigmoid(torch.addcmul(q[:, 3 * H:], q[:, 2 * H:3 * H], ts_t[:, None]))
+        h = torch.lerp(f[:, :H], f[:, H:], g)                   # ff1 (1 - g) + g ff2
+        ys.append(h); ss.append(s); fs.append(f); gs.append(g)
+    (f1, f2), g = torch.stack(fs, 1).chunk(2, -1), torch.stack(gs, 1)
+    dgate = (f2 - f1) * g * (1 - g)
+    A = torch.cat([(1 - g) * (1 - f1 * f1), g * (1 - f2 * f2), dgate * ts[..., None], dgate], -1)
+    return torch.stack(ys, 1), torch.stack(ss, 1), A
 
-def _cfc_backward_loop(dY: Tensor, R: Tensor, A: Tensor, w_h: Tensor, w_head: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def _cfc_backward_loop(dY: Tensor, S: Tensor, A: Tensor, w_h: Tensor, w_head: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     "Backward through time of `_cfc_forward_loop`: head gradients dQ (B, T, 4H), backbone dP (B, T, NB), dh0 (B, H)."
     B, T, H = dY.shape
-    dh, dqs, dps, D = torch.zeros_like(dY[:, 0]), [], [], R * (1 - R)
+    dh, dqs, dps, D = torch.zeros_like(dY[:, 0]), [], [], 1 - S * S
     for t in range(T - 1, -1, -1):
         dq = ((dh + dY[:, t]).unsqueeze(1) * A[:, t].view(B, 4, H)).view(B, 4 * H)
         dp = (dq @ w_head) * D[:, t]
@@ -134,13 +134,18 @@ _CFC_ROWS, _CFC_WARPS = 16, 8      # sequences and warps per program of the pers
 
 if triton is not None:
     @triton.jit
-    def _cfc_head(r, w_head, b_head, k: tl.constexpr, H, NB, rh, rn, mh, mn, PREC: tl.constexpr):
-        "Head k of the stacked heads of backbone rows r (ROWS, NP): r @ w_head[kH:(k+1)H].T + b_head[kH:(k+1)H]."
-        w = tl.load(w_head + (k * H + rh[None, :]) * NB + rn[:, None], mask=mn[:, None] & mh[None, :], other=0.0)
-        return tl.dot(r, w, input_precision=PREC) + tl.load(b_head + k * H + rh, mask=mh, other=0.0)[None, :]
+    def _tanh(x):
+        "tanh by exp (tl has no tanh): exact limits, absolute error at fp32 rounding."
+        return 1.0 - 2.0 / (tl.exp(2.0 * x) + 1.0)
 
     @triton.jit
-    def _cfc_forward_kernel(u, h0, ts, w_h, w_head, b_head, y, r_out, a_out, B, T, H, NB,
+    def _cfc_head(s, w_head, b_head, k: tl.constexpr, H, NB, rh, rn, mh, mn, PREC: tl.constexpr):
+        "Head k of the stacked heads of rows s (R, NP): s @ w_head[kH:(k+1)H].T + b_head[kH:(k+1)H]."
+        w = tl.load(w_head + (k * H + rh[None, :]) * NB + rn[:, None], mask=mn[:, None] & mh[None, :], other=0.0)
+        return tl.dot(s, w, input_precision=PREC) + tl.load(b_head + k * H + rh, mask=mh, other=0.0)[None, :]
+
+    @triton.jit
+    def _cfc_forward_kernel(u, h0, ts, w_h, w_head, b_head, y, s_out, a_out, B, T, H, NB,
                             ROWS: tl.constexpr, HP: tl.constexpr, NP: tl.constexpr, PREC: tl.constexpr):
         "`_cfc_forward_loop` for ROWS sequences: the state stays on chip through all T steps."
         rb = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
@@ -151,23 +156,23 @@ if triton is not None:
         w_h_t = tl.load(w_h + rn[None, :] * H + rh[:, None], mask=mh[:, None] & mn[None, :], other=0.0)   # (HP, NP)
         for t in range(T):
             row = rb[:, None] * T + t
-            r = tl.sigmoid(tl.load(u + row * NB + rn[None, :], mask=mbn, other=0.0) + tl.dot(h, w_h_t, input_precision=PREC))
-            tl.store(r_out + row * NB + rn[None, :], r, mask=mbn)
+            s = _tanh(tl.load(u + row * NB + rn[None, :], mask=mbn, other=0.0) + tl.dot(h, w_h_t, input_precision=PREC))
+            tl.store(s_out + row * NB + rn[None, :], s, mask=mbn)
             dt = tl.load(ts + rb * T + t, mask=mb, other=1.0)[:, None]
-            e1 = tl.sigmoid(_cfc_head(r, w_head, b_head, 0, H, NB, rh, rn, mh, mn, PREC))
-            e2 = tl.sigmoid(_cfc_head(r, w_head, b_head, 1, H, NB, rh, rn, mh, mn, PREC))
-            g = tl.sigmoid(_cfc_head(r, w_head, b_head, 2, H, NB, rh, rn, mh, mn, PREC) * dt
-                           + _cfc_head(r, w_head, b_head, 3, H, NB, rh, rn, mh, mn, PREC))
-            h = 2.0 * (e1 + g * (e2 - e1)) - 1.0
+            f1 = _tanh(_cfc_head(s, w_head, b_head, 0, H, NB, rh, rn, mh, mn, PREC))
+            f2 = _tanh(_cfc_head(s, w_head, b_head, 1, H, NB, rh, rn, mh, mn, PREC))
+            g = tl.sigmoid(_cfc_head(s, w_head, b_head, 2, H, NB, rh, rn, mh, mn, PREC) * dt
+                           + _cfc_head(s, w_head, b_head, 3, H, NB, rh, rn, mh, mn, PREC))
+            h = f1 + g * (f2 - f1)
             tl.store(y + row * H + rh[None, :], h, mask=mbh)
-            dgate, a = 2.0 * (e2 - e1) * g * (1.0 - g), a_out + row * (4 * H) + rh[None, :]
-            tl.store(a, 2.0 * (1.0 - g) * e1 * (1.0 - e1), mask=mbh)
-            tl.store(a + H, 2.0 * g * e2 * (1.0 - e2), mask=mbh)
+            dgate, a = (f2 - f1) * g * (1.0 - g), a_out + row * (4 * H) + rh[None, :]
+            tl.store(a, (1.0 - g) * (1.0 - f1 * f1), mask=mbh)
+            tl.store(a + H, g * (1.0 - f2 * f2), mask=mbh)
             tl.store(a + 2 * H, dgate * dt, mask=mbh)
             tl.store(a + 3 * H, dgate, mask=mbh)
 
     @triton.jit
-    def _cfc_backward_kernel(dy, r_in, a_in, w_h, w_head, dq_out, dp_out, dh0, B, T, H, NB,
+    def _cfc_backward_kernel(dy, s_in, a_in, w_h, w_head, dq_out, dp_out, dh0, B, T, H, NB,
                              ROWS: tl.constexpr, HP: tl.constexpr, NP: tl.constexpr, PREC: tl.constexpr):
         "`_cfc_backward_loop` for ROWS sequences: dL/dh stays on chip from step T-1 back to 0."
         rb = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
@@ -185,8 +190,8 @@ if triton is not None:
                 tl.store(dq_out + row * (4 * H) + k * H + rh[None, :], dq, mask=mbh)
                 w = tl.load(w_head + (k * H + rh[:, None]) * NB + rn[None, :], mask=mh[:, None] & mn[None, :], other=0.0)
                 ds += tl.dot(dq, w, input_precision=PREC)
-            r = tl.load(r_in + row * NB + rn[None, :], mask=mbn, other=0.0)
-            dp = ds * r * (1.0 - r)
+            s = tl.load(s_in + row * NB + rn[None, :], mask=mbn, other=0.0)
+            dp = ds * (1.0 - s * s)
             tl.store(dp_out + row * NB + rn[None, :], dp, mask=mbn)
             dh = tl.dot(dp, w_h_tile, input_precision=PREC)
         tl.store(dh0 + rb[:, None] * H + rh[None, :], dh, mask=mbh)
@@ -199,15 +204,15 @@ def _cfc_launch(kernel, B: int, H: int, NB: int, *args, prec: str) -> None:
 def _cfc_forward_triton(u: Tensor, h0: Tensor, ts: Tensor, w_h: Tensor, w_head: Tensor, b_head: Tensor, prec: str = "ieee") -> tuple[Tensor, Tensor, Tensor]:
     "`_cfc_forward_loop` as one Triton launch (fp32, contiguous inputs; `prec`: the dots' `input_precision`)."
     (B, T, NB), H = u.shape, h0.shape[1]
-    Y, R, A = u.new_empty(B, T, H), u.new_empty(B, T, NB), u.new_empty(B, T, 4 * H)
-    _cfc_launch(_cfc_forward_kernel, B, H, NB, u, h0, ts, w_h, w_head, b_head, Y, R, A, B, T, H, NB, prec=prec)
-    return Y, R, A
+    Y, S, A = u.new_empty(B, T, H), u.new_empty(B, T, NB), u.new_empty(B, T, 4 * H)
+    _cfc_launch(_cfc_forward_kernel, B, H, NB, u, h0, ts, w_h, w_head, b_head, Y, S, A, B, T, H, NB, prec=prec)
+    return Y, S, A
 
-def _cfc_backward_triton(dY: Tensor, R: Tensor, A: Tensor, w_h: Tensor, w_head: Tensor, prec: str = "ieee") -> tuple[Tensor, Tensor, Tensor]:
+def _cfc_backward_triton(dY: Tensor, S: Tensor, A: Tensor, w_h: Tensor, w_head: Tensor, prec: str = "ieee") -> tuple[Tensor, Tensor, Tensor]:
     "`_cfc_backward_loop` as one Triton launch."
-    (B, T, H), NB = dY.shape, R.shape[2]
-    dQ, dP, dh0 = A.new_empty(B, T, 4 * H), R.new_empty(B, T, NB), dY.new_empty(B, H)
-    _cfc_launch(_cfc_backward_kernel, B, H, NB, dY, R, A, w_h, w_head, dQ, dP, dh0, B, T, H, NB, prec=prec)
+    (B, T, H), NB = dY.shape, S.shape[2]
+    dQ, dP, dh0 = A.new_empty(B, T, 4 * H), S.new_empty(B, T, NB), dY.new_empty(B, H)
+    _cfc_launch(_cfc_backward_kernel, B, H, NB, dY, S, A, w_h, w_head, dQ, dP, dh0, B, T, H, NB, prec=prec)
     return dQ, dP, dh0
 
 # %% ../nbs/13_liquid.ipynb #ebd27364
@@ -218,19 +223,19 @@ class _CfcSequence(torch.autograd.Function):
     def forward(ctx, u, h0, ts, w_h, w_head, b_head):
         ctx.prec = "tf32" if torch.backends.cuda.matmul.allow_tf32 else _CFC_FP32_DOTS
         run = _cfc_forward_triton if u.is_cuda else _cfc_forward_loop
-        Y, R, A = run(u, h0, ts, w_h, w_head, b_head, **({"prec": ctx.prec} if u.is_cuda else {}))
-        ctx.save_for_backward(h0, Y, R, A, w_h, w_head)
+        Y, S, A = run(u, h0, ts, w_h, w_head, b_head, **({"prec": ctx.prec} if u.is_cuda else {}))
+        ctx.save_for_backward(h0, Y, S, A, w_h, w_head)
         return Y
 
     @staticmethod
     @torch.amp.custom_bwd(device_type="cuda")
     def backward(ctx, dY):
-        h0, Y, R, A, w_h, w_head = ctx.saved_tensors
-        args = (dY.contiguous(), R, A, w_h, w_head)
+        h0, Y, S, A, w_h, w_head = ctx.saved_tensors
+        args = (dY.contiguous(), S, A, w_h, w_head)
         dQ, dP, dh0 = _cfc_backward_triton(*args, prec=ctx.prec) if dY.is_cuda else _cfc_backward_loop(*args)
-        (B, T, H), NB = Y.shape, R.shape[2]
+        (B, T, H), NB = Y.shape, S.shape[2]
         h_prev = torch.cat([h0[:, None], Y[:, :-1]], 1)            # the state each step read
-        dw_head = dQ.reshape(B * T, 4 * H).T @ R.reshape(B * T, NB)   # every weight gradient: one matmul over B T rows
+        dw_head = dQ.reshape(B * T, 4 * H).T @ S.reshape(B * T, NB)   # every weight gradient: one matmul over B T rows
         dw_h = dP.reshape(B * T, NB).T @ h_prev.reshape(B * T, H)
         return dP, dh0, None, dw_h, dw_head, dQ.sum((0, 1))
 
@@ -249,10 +254,8 @@ def forward(self: CfC, x: Tensor, h0: Tensor | None = None, timespans: Tensor | 
     h = x.new_zeros(x.shape[0], self.units) if h0 is None else h0
     if _fused(self, x, timespans):
         spans = x.new_ones(x.shape[:2]) if isinstance(ts, float) else ts[..., 0].contiguous()
-        c = x.new_tensor([2.0, 2.0, 1.0, 1.0]).repeat_interleave(self.units)    # ff1, ff2 read as 2 sigmoid(2 q) - 1
-        W, b = self.head.weight, self.head.bias                # lecun_tanh(p) = 2 gain sigmoid(2 slope p) - gain
-        y = _CfcSequence.apply(u * (2 * _LECUN_SLOPE), h.contiguous(), spans, first.weight[:, F_:] * (2 * _LECUN_SLOPE),
-                               W * (2 * _LECUN_GAIN * c[:, None]), c * (b - _LECUN_GAIN * W.sum(1)))
+        y = _CfcSequence.apply(u * _LECUN_SLOPE, h.contiguous(), spans, first.weight[:, F_:] * _LECUN_SLOPE,
+                               self.head.weight * _LECUN_GAIN, self.head.bias)
         return y, y[:, -1]
     steps = list(zip(u.unbind(1), [ts] * x.shape[1] if isinstance(ts, float) else ts.unbind(1)))
     return _recur(_cell_for(self, x), h, steps, first.weight[:, F_:])
