@@ -14,8 +14,8 @@ import torch
 
 # %% auto #0
 __all__ = ['GiB', 'KNOWN_BUDGETS', 'BF16_MIN_WIDTH', 'default_device', 'is_cuda', 'cuda_graphs_available', 'seed_everything',
-           'align_to_tensor_cores', 'HardwareBudget', 'MixedPrecisionConfig', 'TrainerGlobals', 'rng_state',
-           'set_rng_state', 'capture_compile', 'capture_graph', 'gpurl_info']
+           'align_to_tensor_cores', 'HardwareBudget', 'auto_batch_size', 'MixedPrecisionConfig', 'TrainerGlobals',
+           'rng_state', 'set_rng_state', 'capture_compile', 'capture_graph', 'gpurl_info']
 
 # %% ../nbs/00_hardware.ipynb #164dcc45
 def default_device() -> torch.device:
@@ -128,6 +128,41 @@ KNOWN_BUDGETS = {
     "h100": _gpu("NVIDIA H100 80GB HBM3", 80, 132, (9, 0)),
     "h200": _gpu("NVIDIA H200", 141, 132, (9, 0)),
 }
+
+# %% ../nbs/00_hardware.ipynb #ea108245
+from fastcore.basics import patch
+
+@patch
+def fit_batch(self: HardwareBudget, per_sample: float, fixed: float = 0.0, *, fraction: float = 0.85,
+              multiple: int = 8, max_batch: int | None = None) -> int:
+    "Largest batch (a multiple of `multiple` where it can be) whose `fixed + batch * per_sample` bytes fit `fraction` of free memory."
+    if not per_sample > 0: raise ValueError(f"per_sample must be > 0 bytes, got {per_sample}")
+    if not fixed >= 0: raise ValueError(f"fixed must be >= 0 bytes, got {fixed}")
+    if not 0 < fraction <= 1: raise ValueError(f"fraction must be in (0, 1] (of the free memory), got {fraction}")
+    if multiple < 1: raise ValueError(f"multiple must be >= 1, got {multiple}")
+    b = int((fraction * self.free_memory - fixed) // per_sample)
+    if b < 1:
+        raise ValueError(f"not even one sample fits: {fixed / GiB:.2f} GiB fixed + {per_sample / GiB:.3f} GiB per sample "
+                         f"> {fraction:.0%} of {self.free_memory / GiB:.1f} GiB free; use a smaller model or window")
+    b = b // multiple * multiple or b
+    return min(b, max_batch) if max_batch is not None else b
+
+def auto_batch_size(trial: Callable[[int], int], budget: HardwareBudget, *, fraction: float = 0.85, probe: int = 8,
+                    multiple: int = 8, max_batch: int | None = None) -> int:
+    "The largest batch that fits `budget`: bytes per sample from `trial` at `probe` and 2 `probe`, then `fit_batch`, tried, halved on OOM."
+    if probe < 1: raise ValueError(f"probe must be >= 1 (the small batch measured first), got {probe}")
+    small, large = trial(probe), trial(2 * probe)
+    per_sample = max(large - small, 1) / probe
+    b = budget.fit_batch(per_sample, max(small - per_sample * probe, 0), fraction=fraction, multiple=multiple,
+                         max_batch=max_batch)
+    while True:
+        try:
+            trial(b)
+            return b
+        except torch.OutOfMemoryError:
+            if b == 1: raise
+            b = b // 2 // multiple * multiple or b // 2
+            if torch.cuda.is_available(): torch.cuda.empty_cache()
 
 # %% ../nbs/00_hardware.ipynb #027e2b41
 BF16_MIN_WIDTH = 1536  # bf16 autocast wins from here on an H200 (1.49x at 1536, 0.80x at 1024: last section)

@@ -21,9 +21,9 @@ from .hardware import rng_state, set_rng_state
 from . import walkforward
 
 # %% auto #0
-__all__ = ['POSITIONS', 'forward_returns', 'return_classes', 'confusion_matrix', 'macro_f1', 'accuracy', 'majority_class',
-           'majority_f1', 'macro_f1_margin', 'classification_metrics', 'regression_metrics', 'SupervisedConfig',
-           'SupervisedModel', 'BarMLP', 'BarMlpConfig', 'SupervisedTrainer', 'PositionPolicy']
+__all__ = ['POSITIONS', 'AUTO_BATCH_FRACTION', 'forward_returns', 'return_classes', 'confusion_matrix', 'macro_f1', 'accuracy',
+           'majority_class', 'majority_f1', 'macro_f1_margin', 'classification_metrics', 'regression_metrics',
+           'SupervisedConfig', 'SupervisedModel', 'BarMLP', 'BarMlpConfig', 'SupervisedTrainer', 'PositionPolicy']
 
 # %% ../nbs/12_supervised.ipynb #a3f9c2e3
 def _check_horizons(horizons: Sequence[int]) -> tuple[int, ...]:
@@ -132,7 +132,7 @@ class SupervisedConfig(Config):
     task: str = "classification"          # or "regression" (float labels: forward returns)
     horizon: int | None = None            # the label column by its horizon (bars ahead); None: the longest
     n_classes: int = 3                    # up / stationary / down (gpurl.lob's codes 0, 1, 2)
-    batch_size: int = 256                 # rows per micro-batch
+    batch_size: int | str = 256           # rows per micro-batch; "auto": the most that fit the device (auto_batch_size)
     grad_accum_steps: int = 1             # micro-batches per optimizer step: loss / N each, one AdamW step per N
     lr: float = 1e-3                      # AdamW (Loshchilov & Hutter 2019); Adam's usual 1e-3
     weight_decay: float = 0.01            # torch's AdamW default
@@ -151,7 +151,9 @@ class SupervisedConfig(Config):
         if self.task not in _TASKS: raise err("task", f"allowed: {list(_TASKS)}")
         if self.precision not in _PRECISIONS: raise err("precision", f"allowed: {list(_PRECISIONS)}")
         if self.env.positions != POSITIONS: raise err("env", f"positions must be {POSITIONS}: classes trade short, flat, long")
-        for k in ("n_classes", "batch_size", "grad_accum_steps", "eval_batch"):
+        if isinstance(self.batch_size, str) and self.batch_size != "auto":
+            raise err("batch_size", "an int >= 1, or 'auto' (the largest batch that fits 85% of free memory)")
+        for k in ("n_classes", *(("batch_size",) if self.batch_size != "auto" else ()), "grad_accum_steps", "eval_batch"):
             if getattr(self, k) < 1 + (k == "n_classes"): raise err(k, f"must be >= {1 + (k == 'n_classes')}")
         for k in ("horizon", "steps_per_epoch"):
             if getattr(self, k) is not None and getattr(self, k) < 1: raise err(k, "must be None or >= 1")
@@ -336,17 +338,52 @@ def _bind(self: SupervisedTrainer, train: FoldData) -> None:
     valid = (y != IGNORE_INDEX) if cfg.task == "classification" else y.isfinite()
     valid[: W - 1] = False                                     # rows without a full window of past rows
     self.rows = valid.nonzero()[:, 0]                          # once per fold
-    per_step = cfg.batch_size * cfg.grad_accum_steps
+    self.captured = cfg.cuda_graph and cuda_graphs_available(dev)
+    self.batch_size = cfg.batch_size if cfg.batch_size != "auto" else self.auto_batch_size()
+    per_step = self.batch_size * cfg.grad_accum_steps
     if len(self.rows) < per_step:
         raise ValueError(f"the train split has {len(self.rows)} labelled rows with a full window, fewer than one optimizer "
-                         f"step takes (batch_size {cfg.batch_size} x grad_accum_steps {cfg.grad_accum_steps}): lower them "
+                         f"step takes (batch_size {self.batch_size} x grad_accum_steps {cfg.grad_accum_steps}): lower them "
                          "or use a longer train split")
     self.steps_per_epoch = cfg.steps_per_epoch or len(self.rows) // per_step
-    self.captured = cfg.cuda_graph and cuda_graphs_available(dev)
-    self._batch = torch.zeros(cfg.batch_size, dtype=torch.int64, device=dev)   # the captured step's row indices
+    self._batch = torch.zeros(self.batch_size, dtype=torch.int64, device=dev)   # the captured step's row indices
     self._acc = torch.zeros(3, dtype=torch.float32, device=dev)   # loss sum over micro-batches, grad-norm sum, updates
     self._steps = torch.zeros((), dtype=torch.int64, device=dev)  # optimizer steps so far
     self._graphs: dict = {}
+
+# %% ../nbs/12_supervised.ipynb #155ef2b5
+from .hardware import HardwareBudget, auto_batch_size
+
+AUTO_BATCH_FRACTION = 0.85   # of the free memory a batch may take (the rest: allocator slack, evaluation, other tensors)
+
+@patch
+def step_memory(self: SupervisedTrainer, batch: int) -> int:
+    "Bytes one eager forward + backward at `batch` random train rows adds at its peak, plus AdamW's two moments."
+    rows = self.rows[torch.randint(len(self.rows), (batch,), device=self.device)]
+    params = sum(p.numel() * p.element_size() for p in self._params)
+    with torch.compiler.set_stance("force_eager"):              # no compile per probe shape: eager needs at least as much
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device); base = torch.cuda.memory_allocated(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self._loss(rows).backward()
+            peak = torch.cuda.max_memory_allocated(self.device) - base
+        else:
+            saved = []
+            def keep(t: Tensor) -> Tensor:
+                saved.append(t.numel() * t.element_size()); return t
+            with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t): loss = self._loss(rows)
+            loss.backward()
+            peak = sum(saved) + params                              # saved activations and the gradients
+    self.optimizer.zero_grad(set_to_none=True)
+    return int(peak + 2 * params)
+
+@patch
+def auto_batch_size(self: SupervisedTrainer, budget: HardwareBudget | None = None) -> int:
+    "The largest micro-batch that fits `budget` (default: this device's, detected now), at most one optimizer step of rows."
+    budget = HardwareBudget.detect(self.device) if budget is None else budget
+    fraction = AUTO_BATCH_FRACTION / (2 if self.captured else 1)   # a captured step also holds its graph's pool
+    most = max(len(self.rows) // self.config.grad_accum_steps, 1)
+    return auto_batch_size(self.step_memory, budget, fraction=fraction, max_batch=most)
 
 # %% ../nbs/12_supervised.ipynb #99b41a54
 @patch
@@ -399,7 +436,7 @@ def _run(self: SupervisedTrainer, kind: str) -> None:
 @TrainerGlobals.method
 def train_epoch(self: SupervisedTrainer) -> dict[str, Tensor]:
     "steps_per_epoch AdamW steps of grad_accum_steps micro-batches (rows without replacement); device metrics, no host read."
-    B, N = self.config.batch_size, self.config.grad_accum_steps
+    B, N = self.batch_size, self.config.grad_accum_steps
     n, need = len(self.rows), self.steps_per_epoch * B * N
     self.model.train(); self._acc.zero_()
     draws = torch.cat([torch.randperm(n, device=self.device) for _ in range(-(-need // n))])   # drawn before any graph runs
@@ -409,7 +446,7 @@ def train_epoch(self: SupervisedTrainer) -> dict[str, Tensor]:
             self._batch.copy_(rows); self._run("micro")
         self._run("update")
     return {"loss": self._acc[0] / (self.steps_per_epoch * N), "grad_norm": self._acc[1] / self._acc[2].clamp_min(1),
-            "step": self._steps.clone()}
+            "step": self._steps.clone(), "batch_size": self._acc.new_tensor(float(B))}   # the run's metrics show the batch
 
 # %% ../nbs/12_supervised.ipynb #deafd22c
 @patch
