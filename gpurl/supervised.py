@@ -17,8 +17,8 @@ from .data import FoldData, IGNORE_INDEX
 from .lob import UP, STATIONARY, DOWN
 from .metrics import optimal_block_length, stationary_bootstrap
 from .env import EnvConfig, gather_windows
-from .hardware import rng_state, set_rng_state
-from . import walkforward
+from .hardware import HardwareBudget, rng_state, set_rng_state
+from . import hardware, walkforward
 
 # %% auto #0
 __all__ = ['POSITIONS', 'AUTO_BATCH_FRACTION', 'forward_returns', 'return_classes', 'confusion_matrix', 'macro_f1', 'accuracy',
@@ -352,8 +352,6 @@ def _bind(self: SupervisedTrainer, train: FoldData) -> None:
     self._graphs: dict = {}
 
 # %% ../nbs/12_supervised.ipynb #155ef2b5
-from .hardware import HardwareBudget, auto_batch_size
-
 AUTO_BATCH_FRACTION = 0.85   # of the free memory a batch may take (the rest: allocator slack, evaluation, other tensors)
 
 @patch
@@ -383,7 +381,7 @@ def auto_batch_size(self: SupervisedTrainer, budget: HardwareBudget | None = Non
     budget = HardwareBudget.detect(self.device) if budget is None else budget
     fraction = AUTO_BATCH_FRACTION / (2 if self.captured else 1)   # a captured step also holds its graph's pool
     most = max(len(self.rows) // self.config.grad_accum_steps, 1)
-    return auto_batch_size(self.step_memory, budget, fraction=fraction, max_batch=most)
+    return hardware.auto_batch_size(self.step_memory, budget, fraction=fraction, max_batch=most)
 
 # %% ../nbs/12_supervised.ipynb #99b41a54
 @patch
