@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import ClassVar, Sequence
-import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
