@@ -14,10 +14,10 @@ from torch import Tensor
 from .config import Config
 
 # %% auto #0
-__all__ = ['REGIMES', 'OHLCV', 'IGNORE_INDEX', 'periods_per_year', 'infer_periods_per_year', 'MarketConfig', 'synthetic_market',
-           'load_ohlcv', 'feature_names', 'make_features', 'bar_log_returns', 'FeatureScaler', 'Fold', 'fold_min_rows',
-           'check_fold_capacity', 'fold_count', 'walk_forward_folds', 'bar_usage', 'plot_folds', 'FoldData',
-           'FoldSplits', 'mask_label_edges', 'build_fold']
+__all__ = ['REGIMES', 'OHLCV', 'CALENDAR_COLUMNS', 'IGNORE_INDEX', 'periods_per_year', 'infer_periods_per_year', 'MarketConfig',
+           'synthetic_market', 'load_ohlcv', 'feature_names', 'make_features', 'bar_log_returns', 'FeatureScaler',
+           'Fold', 'fold_min_rows', 'check_fold_capacity', 'fold_count', 'walk_forward_folds', 'bar_usage',
+           'plot_folds', 'calendar_features', 'FoldData', 'FoldSplits', 'mask_label_edges', 'build_fold']
 
 # %% ../nbs/01_data.ipynb #5c41e3b3
 _FREQ_RE = re.compile(r"^\s*(\d*\.?\d*)\s*([A-Za-z]+)(?:-[A-Za-z]+)?\s*$")
@@ -500,6 +500,25 @@ def plot_folds(folds: list[Fold], n: int | None = None, ax=None):  # ax: a matpl
     ax.set_xlabel("bar index"); ax.set_ylabel("fold"); ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     return ax
 
+# %% ../nbs/01_data.ipynb #c41e0da1
+CALENDAR_COLUMNS = ("dow_sin", "dow_cos", "month_sin", "month_cos", "hour_sin", "hour_cos")
+
+def calendar_features(index: pd.DatetimeIndex) -> Tensor:
+    "(T, 6) float32 known-future calendar of each bar: day of week, month and time of day as sin/cos (midnight for daily bars)."
+    if not isinstance(index, pd.DatetimeIndex):
+        raise ValueError(f"calendar_features needs the bars' DatetimeIndex (bars.index), got {type(index).__name__}: "
+                         "load the bars with load_ohlcv or synthetic_market, which index them by time")
+    angles = [index.dayofweek / 7, (index.month - 1) / 12, (index.hour + index.minute / 60 + index.second / 3600) / 24]
+    cols = [f(2 * np.pi * np.asarray(a, np.float64)) for a in angles for f in (np.sin, np.cos)]
+    return torch.from_numpy(np.stack(cols, 1).astype(np.float32))
+
+def _check_calendar(calendar: Tensor, T: int) -> None:
+    "ValueError unless `calendar` is a (T, C) float tensor, one row per bar."
+    if not isinstance(calendar, Tensor) or calendar.ndim != 2 or calendar.shape[0] != T or not calendar.is_floating_point():
+        raise ValueError(f"calendar must be a float tensor (T, C) = ({T}, C), one row per bar, got "
+                         f"{getattr(calendar, 'dtype', type(calendar).__name__)} {tuple(getattr(calendar, 'shape', ()))}: "
+                         "use calendar_features(bars.index)")
+
 # %% ../nbs/01_data.ipynb #7b491f97
 IGNORE_INDEX = -100   # a masked class label: torch.nn.functional.cross_entropy's default ignore_index
 
@@ -515,12 +534,13 @@ def _check_labels(labels: Tensor, horizons: tuple, T: int) -> None:
 
 @dataclass
 class FoldData:
-    "One split of one fold, on its device: normalised features (T, F), log returns (T,) (last 0), bar indices (T,), optional labels."
+    "One split of one fold, on its device: normalised features (T, F), log returns (T,) (last 0), bar indices (T,), optional labels and calendar."
     features: Tensor       # (T, F) float, normalised with the fold's train statistics
     log_returns: Tensor    # (T,) log return from bar t to t+1 (the last is 0)
     bar_index: Tensor      # (T,) int64 index into the full bar series (for reports)
     labels: Tensor | None = None   # (T, H) int64 classes (IGNORE_INDEX: masked) or float targets (NaN: masked)
     horizons: tuple = ()           # bars ahead of each label column
+    calendar: Tensor | None = None # (T, C) float known-future covariates of each bar (calendar_features), not normalised
 
     def __post_init__(self):
         T = self.features.shape[0] if self.features.ndim == 2 else None
@@ -529,6 +549,7 @@ class FoldData:
                              f"{tuple(self.features.shape)}, {tuple(self.log_returns.shape)}, {tuple(self.bar_index.shape)}")
         self.horizons = tuple(int(k) if isinstance(k, np.integer) else k for k in self.horizons)
         if self.labels is not None: _check_labels(self.labels, self.horizons, T)
+        if self.calendar is not None: _check_calendar(self.calendar, T)
 
     def __len__(self) -> int: return self.features.shape[0]
 
@@ -545,7 +566,8 @@ class FoldData:
     def _map(self, fn) -> FoldData:
         "The same split with `fn` applied to every tensor."
         return FoldData(fn(self.features), fn(self.log_returns), fn(self.bar_index),
-                        None if self.labels is None else fn(self.labels), self.horizons)
+                        None if self.labels is None else fn(self.labels), self.horizons,
+                        None if self.calendar is None else fn(self.calendar))
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> FoldData:
         "A copy on `device` (async from pinned host memory with `non_blocking=True`)."
@@ -574,8 +596,9 @@ def mask_label_edges(labels: Tensor, horizons: tuple) -> Tensor:
     return out
 
 def build_fold(features: Tensor, log_returns: Tensor, fold: Fold, *, device: torch.device | str | None = None,
-               scaler: FeatureScaler | None = None, labels: Tensor | None = None, horizons: tuple = ()) -> FoldSplits:
-    "Normalise with statistics of the fold's train rows only and cut its three splits (last return 0; label edges masked)."
+               scaler: FeatureScaler | None = None, labels: Tensor | None = None, horizons: tuple = (),
+               calendar: Tensor | None = None) -> FoldSplits:
+    "Normalise with statistics of the fold's train rows only and cut its three splits (last return 0; label edges masked; calendar rows cut alike)."
     if features.ndim != 2 or log_returns.shape != (features.shape[0],):
         raise ValueError(f"features must be (T, F) and log_returns (T,), got {tuple(features.shape)}, {tuple(log_returns.shape)}")
     if fold.test[1] > features.shape[0]:
@@ -589,6 +612,7 @@ def build_fold(features: Tensor, log_returns: Tensor, fold: Fold, *, device: tor
             if max(horizons) >= b - a:
                 raise ValueError(f"horizon {max(horizons)} leaves no labelled row in fold {fold.index}'s {name} split of "
                                  f"{b - a} bars: use horizons shorter than every split, or longer splits")
+    if calendar is not None: _check_calendar(calendar, features.shape[0])
     device = features.device if device is None else torch.device(device)
     x, lr = features.to(device), log_returns.to(device)
     y = None if labels is None else labels.to(device)
@@ -597,5 +621,5 @@ def build_fold(features: Tensor, log_returns: Tensor, fold: Fold, *, device: tor
         r = lr[a:b].clone(); r[-1] = 0
         lab = None if y is None else mask_label_edges(y[a:b], horizons)
         return FoldData(scaler.transform(x[a:b]).contiguous(), r, torch.arange(a, b, device=device, dtype=torch.int64),
-                        lab, horizons)
+                        lab, horizons, None if calendar is None else calendar[a:b].to(device))
     return FoldSplits(fold, split(*fold.train), split(*fold.val), split(*fold.test), scaler)

@@ -243,6 +243,17 @@ class BarMlpConfig(SupervisedConfig):
         "A `BarMLP` on `env.window` rows of `n_features`."
         return BarMLP(self.env.window, n_features, self.n_outputs, self.hidden)
 
+# %% ../nbs/12_supervised.ipynb #b83d1f02
+@patch
+def train_targets(self: SupervisedConfig, labels: Tensor, column: int) -> Tensor:
+    "The training targets of a split's labels (T, H): the scored label column (T,); a multi-output model may take (T, K)."
+    return labels[:, column]
+
+@patch
+def loss(self: SupervisedConfig, out: Tensor, target: Tensor) -> Tensor:
+    "Mean training loss of fp32 outputs (B, n_outputs) against targets: cross-entropy of class logits, or MSE of out[:, 0]."
+    return F.cross_entropy(out, target) if self.task == "classification" else F.mse_loss(out[:, 0], target)
+
 # %% ../nbs/12_supervised.ipynb #9aed79be
 def _precision(cfg: SupervisedConfig, dev: torch.device) -> MixedPrecisionConfig:
     "The trainer's precision: fp32 on the CPU; on CUDA the forced one, or the detected policy (fp16 falls back to fp32)."
@@ -329,13 +340,13 @@ def check_split(self: SupervisedTrainer, data: FoldData, name: str = "given") ->
 def _bind(self: SupervisedTrainer, train: FoldData) -> None:
     "The training rows and targets of the train split, the static batch buffer and the device metric sums."
     cfg, dev, W = self.config, self.device, self.config.env.window
-    self.features, y = train.features, train.labels[:, self.column]
+    self.features, y = train.features, cfg.train_targets(train.labels, self.column)
     if cfg.task == "regression":                               # learn targets in units of their train std
         scale = y[y.isfinite()].double().std().clamp_min(1e-12)
         with torch.no_grad(): self.model.target_scale.fill_(float(scale))
         y = y / self.model.target_scale
     self.targets = y
-    valid = (y != IGNORE_INDEX) if cfg.task == "classification" else y.isfinite()
+    valid = ((y != IGNORE_INDEX) if cfg.task == "classification" else y.isfinite()).reshape(len(y), -1).all(1)
     valid[: W - 1] = False                                     # rows without a full window of past rows
     self.rows = valid.nonzero()[:, 0]                          # once per fold
     self.captured = cfg.cuda_graph and cuda_graphs_available(dev)
@@ -392,11 +403,10 @@ def _autocast(self: SupervisedTrainer):
 
 @patch
 def _loss(self: SupervisedTrainer, bars: Tensor) -> Tensor:
-    "Mean loss of the rows `bars`: cross-entropy of the class logits, or MSE of the scaled forecast (fp32)."
+    "Mean loss of the rows `bars` by the config's `loss` (outputs in fp32)."
     W, F_ = self.config.env.window, self.n_features
     with self._autocast(): out = self.model(gather_windows(self.features, bars, W).view(-1, W, F_)).float()
-    y = self.targets[bars]
-    return F.cross_entropy(out, y) if self.config.task == "classification" else F.mse_loss(out[:, 0], y)
+    return self.config.loss(out, self.targets[bars])
 
 @patch
 def _micro(self: SupervisedTrainer) -> None:
