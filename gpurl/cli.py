@@ -77,7 +77,7 @@ def _parse_gpu_ids(gpu_ids) -> list[int]:
     return ids
 
 def _resolve_device(device, gpu_ids) -> tuple[torch.device, list[int]]:
-    "The torch device to train on and the checked --gpu_ids (reserved for multi-GPU: only the first is used today)."
+    "The torch device to train on and the checked --gpu_ids (several: train() starts a torchrun worker per GPU)."
     ids = _parse_gpu_ids(gpu_ids)
     if device is None: dev = torch.device("cuda", ids[0]) if ids else default_device()
     else:
@@ -399,7 +399,7 @@ def _set_aside(point: ResumePoint) -> None:
         print(f"gpurl_train: --resume: {path} cannot be used ({why}); kept as {dest.name}, rebuilt by this run",
               file=sys.stderr)
 
-# %% ../nbs/21_cli.ipynb #33ecaa89
+# %% ../nbs/21_cli.ipynb #dde3785e
 def _distributed_settings(config) -> MultiGpuConfig:
     "The --config JSON's 'distributed' section (scaling, sync_every_n_steps, timeout_s) as a MultiGpuConfig, checked."
     try: return MultiGpuConfig.from_dict(_read_config_json(config).get("distributed", {}))
