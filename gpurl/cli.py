@@ -444,7 +444,7 @@ def _launch(flags: dict, date_col, device, gpu_ids, out, resume, progress: bool,
     mgc = _distributed_settings(flags["config"])
     if resume is None:
         rc, bars = _resolve(**flags, device=str(dev), gpu_ids=None, date_col=date_col)
-        run_dir = _new_run_dir(rc.algo, out)
+        run_dir = _new_run_dir(rc.algo, out) if nodes == "1" else Path(out)   # machines: rank 0's worker checks it
         _probe_trainer(rc, bars)
         if nodes.isdigit():                              # the world size is known: check the per-rank configs now
             try: rank_config(rc.trainer_config(), n * int(nodes), 0, mgc.scaling)
@@ -462,7 +462,6 @@ def _launch(flags: dict, date_col, device, gpu_ids, out, resume, progress: bool,
     launch(torchrun_command(args, nproc_per_node=n, nnodes=nodes, rdzv_endpoint=rdzv_endpoint,
                             max_restarts=max_restarts or 0), env)
     return load_run(run_dir) if (run_dir / "results.json").is_file() else None    # another machine's rank 0: no copy here
-
 
 # %% ../nbs/21_cli.ipynb #8286a5a3
 def train(algo: str | None = None, data: str | None = None, config: str | dict | None = None, folds: int | None = None,

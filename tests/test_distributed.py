@@ -201,3 +201,19 @@ def test_trainers_have_no_hook_by_default():
     assert PpoTrainer(PpoTrainerConfig(n_envs=8, n_steps=16), sp.train).grad_sync is None
     assert DQNTrainer(DqnTrainerConfig(n_envs=4, batch_size=16, warmup=32, replay_capacity=2000), sp.train).learner.grad_sync is None
     assert not dist.is_initialized()
+
+
+@pytest.mark.parametrize("kw,message", [
+    (dict(nnodes=2), "--rdzv_endpoint HOST:PORT"),
+    (dict(nnodes=2, rdzv_endpoint="host0:29500", out=None), "add --out DIR"),
+    (dict(nnodes="two", rdzv_endpoint="host0:29500"), "--nnodes must be a number"),
+    (dict(nproc_per_node=0, device="cpu"), "--nproc_per_node must be >= 1"),
+    (dict(nproc_per_node=2, device="cpu", config={"distributed": {"scaling": "fast"}}), "'distributed' section"),
+    (dict(nproc_per_node=3, device="cpu", algo="mlp", config={"batch_size": 64}), "multiple of 3"),
+    (dict(gpu_ids="0,1", device="cpu"), "CUDA"),
+])
+def test_launch_usage_errors(kw, message, tmp_path):
+    from gpurl.cli import UsageError, train
+    with pytest.raises(UsageError, match=re.escape(message)):
+        train(**{"out": str(tmp_path / "r"), "progress": False, **kw})
+    assert not (tmp_path / "r").exists()                         # checked before anything is written or started
