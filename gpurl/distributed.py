@@ -61,7 +61,7 @@ class MultiGpuConfig(Config):
         else: ids = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
         return cls(devices=tuple(ids), **settings)
 
-# %% ../nbs/17_distributed.ipynb #a644b65f
+# %% ../nbs/17_distributed.ipynb #6514c9dd
 @dataclass(frozen=True)
 class Worker:
     "This process's place in a torchrun job: global rank, local rank on its machine, world size, its device."
@@ -119,7 +119,7 @@ def init_worker(device: str = "cuda", config: MultiGpuConfig | None = None) -> W
                                 timeout=timeout, **({"device_id": dev} if dev.type == "cuda" else {}))
     return Worker(rank, local, world, dev, config)
 
-# %% ../nbs/17_distributed.ipynb #9fea8cba
+# %% ../nbs/17_distributed.ipynb #e368812e
 class NcclGradientSync:
     "A trainer's gradient hook: all gradients in one flat buffer, one all-reduce averaged over the ranks every N steps."
     def __init__(self, sync_every_n_steps: int = 1, group=None):
@@ -159,7 +159,7 @@ class NcclGradientSync:
         self._reduce(flat, float(self.every))
         torch._foreach_copy_(grads, views)
 
-# %% ../nbs/17_distributed.ipynb #85b6dbba
+# %% ../nbs/17_distributed.ipynb #52381cc1
 _SPLIT = ((DqnTrainerConfig, ("n_envs", "batch_size", "warmup", "replay_capacity")), (PpoTrainerConfig, ("n_envs",)),
           (SupervisedConfig, ("batch_size",)))      # what strong scaling divides by the world size
 
@@ -186,7 +186,7 @@ def shard_labels(data: FoldData, world_size: int, rank: int) -> FoldData:
     fill = IGNORE_INDEX if not data.labels.is_floating_point() else float("nan")
     return dataclasses.replace(data, labels=data.labels.where(mine, torch.full_like(data.labels, fill)))
 
-# %% ../nbs/17_distributed.ipynb #18210320
+# %% ../nbs/17_distributed.ipynb #ab2558f5
 _REPLICATED = ((DQNTrainer, ("learner",)), (PpoTrainer, ("net", "optim")), (SupervisedTrainer, ("model", "optimizer")))
 
 def _tensors(tree) -> list[Tensor]:
@@ -216,7 +216,7 @@ def _replicated_keys(trainer) -> tuple[str, ...]:
     if keys is None: raise TypeError(f"{type(trainer).__name__} is not a DQN, PPO or supervised trainer")
     return keys
 
-# %% ../nbs/17_distributed.ipynb #ab2558f5
+# %% ../nbs/17_distributed.ipynb #548663de
 class DistributedTrainer:
     "A trainer replica of a torchrun job: rank 0's weights at start, gradients synced, rank 0's validation, all ranks' state."
     def __init__(self, trainer, worker: Worker, sync: NcclGradientSync | None = None, run_config: Config | None = None):
@@ -242,7 +242,7 @@ class DistributedTrainer:
 
     def __repr__(self) -> str: return f"DistributedTrainer(rank {self.worker.rank}/{self.worker.world_size}, {self.trainer!r})"
 
-# %% ../nbs/17_distributed.ipynb #548663de
+# %% ../nbs/17_distributed.ipynb #9aaed171
 @patch
 def broadcast_replicated(self: DistributedTrainer) -> None:
     "Make every rank's weights and optimizer state rank 0's (as DDP does at construction)."
@@ -279,7 +279,7 @@ def load_state_dict(self: DistributedTrainer, state: dict) -> None:
                          f"same number of workers (--nproc_per_node x --nnodes = {saved})")
     self.trainer.load_state_dict(state["ranks"][w.rank] if w.world_size > 1 else state)
 
-# %% ../nbs/17_distributed.ipynb #9aaed171
+# %% ../nbs/17_distributed.ipynb #c354b08c
 def data_parallel(trainer_cls: type, config: Config, worker: Worker) -> Callable[[FoldData], DistributedTrainer]:
     "A `train_walk_forward` trainer factory for this rank: its config (`rank_config`), its data shard (supervised), the replica."
     W, r, mgc = worker.world_size, worker.rank, worker.config
@@ -292,7 +292,7 @@ def data_parallel(trainer_cls: type, config: Config, worker: Worker) -> Callable
 def discard_checkpoint(data: bytes, metadata: dict[str, str]) -> None:
     "The checkpoint target of ranks other than 0: rank 0 alone writes the run directory."
 
-# %% ../nbs/17_distributed.ipynb #2542ba95
+# %% ../nbs/17_distributed.ipynb #65e811e1
 class WorkerFailure(RuntimeError):
     "A torchrun job ended with a failed worker (torchrun's report above it names the rank and its exit code)."
 
