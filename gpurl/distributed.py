@@ -159,7 +159,7 @@ class NcclGradientSync:
         self._reduce(flat, float(self.every))
         torch._foreach_copy_(grads, views)
 
-# %% ../nbs/17_distributed.ipynb #52381cc1
+# %% ../nbs/17_distributed.ipynb #65130271
 _SPLIT = ((DqnTrainerConfig, ("n_envs", "batch_size", "warmup", "replay_capacity")), (PpoTrainerConfig, ("n_envs",)),
           (SupervisedConfig, ("batch_size",)))      # what strong scaling divides by the world size
 
@@ -186,7 +186,7 @@ def shard_labels(data: FoldData, world_size: int, rank: int) -> FoldData:
     fill = IGNORE_INDEX if not data.labels.is_floating_point() else float("nan")
     return dataclasses.replace(data, labels=data.labels.where(mine, torch.full_like(data.labels, fill)))
 
-# %% ../nbs/17_distributed.ipynb #ab2558f5
+# %% ../nbs/17_distributed.ipynb #9aaed171
 _REPLICATED = ((DQNTrainer, ("learner",)), (PpoTrainer, ("net", "optim")), (SupervisedTrainer, ("model", "optimizer")))
 
 def _tensors(tree) -> list[Tensor]:
@@ -216,7 +216,7 @@ def _replicated_keys(trainer) -> tuple[str, ...]:
     if keys is None: raise TypeError(f"{type(trainer).__name__} is not a DQN, PPO or supervised trainer")
     return keys
 
-# %% ../nbs/17_distributed.ipynb #548663de
+# %% ../nbs/17_distributed.ipynb #c354b08c
 class DistributedTrainer:
     "A trainer replica of a torchrun job: rank 0's weights at start, gradients synced, rank 0's validation, all ranks' state."
     def __init__(self, trainer, worker: Worker, sync: NcclGradientSync | None = None, run_config: Config | None = None):
@@ -242,13 +242,17 @@ class DistributedTrainer:
 
     def __repr__(self) -> str: return f"DistributedTrainer(rank {self.worker.rank}/{self.worker.world_size}, {self.trainer!r})"
 
-# %% ../nbs/17_distributed.ipynb #9aaed171
+# %% ../nbs/17_distributed.ipynb #089b8d51
 @patch
 def broadcast_replicated(self: DistributedTrainer) -> None:
     "Make every rank's weights and optimizer state rank 0's (as DDP does at construction)."
     keys = _replicated_keys(self.trainer)
     state = self.trainer.state_dict()
-    for t in _tensors({k: state[k] for k in keys}): dist.broadcast(t, 0)
+    dev = self.worker.device
+    for t in _tensors({k: state[k] for k in keys}):
+        if t.device == dev: dist.broadcast(t, 0)
+        else:                                             # a host tensor (a CPU step counter) under NCCL: via the device
+            d = t.to(dev); dist.broadcast(d, 0); t.copy_(d)
     self.trainer.load_state_dict(state)
 
 @patch
@@ -279,7 +283,7 @@ def load_state_dict(self: DistributedTrainer, state: dict) -> None:
                          f"same number of workers (--nproc_per_node x --nnodes = {saved})")
     self.trainer.load_state_dict(state["ranks"][w.rank] if w.world_size > 1 else state)
 
-# %% ../nbs/17_distributed.ipynb #c354b08c
+# %% ../nbs/17_distributed.ipynb #4e072e99
 def data_parallel(trainer_cls: type, config: Config, worker: Worker) -> Callable[[FoldData], DistributedTrainer]:
     "A `train_walk_forward` trainer factory for this rank: its config (`rank_config`), its data shard (supervised), the replica."
     W, r, mgc = worker.world_size, worker.rank, worker.config
@@ -292,7 +296,7 @@ def data_parallel(trainer_cls: type, config: Config, worker: Worker) -> Callable
 def discard_checkpoint(data: bytes, metadata: dict[str, str]) -> None:
     "The checkpoint target of ranks other than 0: rank 0 alone writes the run directory."
 
-# %% ../nbs/17_distributed.ipynb #65e811e1
+# %% ../nbs/17_distributed.ipynb #d043dec3
 class WorkerFailure(RuntimeError):
     "A torchrun job ended with a failed worker (torchrun's report above it names the rank and its exit code)."
 
