@@ -102,13 +102,17 @@ for name, (cls, cfg) in CONFIGS.items():
     tr = data_parallel(cls, cfg, w)(SPLITS.train)
     losses = [float(tr.train_epoch()["loss"]) for _ in range(2)]
     val = float(tr.validate(SPLITS.val)["sharpe"])
+    mine = SPLITS.val if w.rank == 0 else SPLITS.test           # each rank validates other bars: rank 0's figure wins
+    agreed, own = (float(v.validate(mine)["bh_sharpe"]) for v in (tr, tr.trainer))   # buy and hold: the bars alone
+    bh = float(tr.validate(SPLITS.val)["bh_sharpe"])
     params = torch.cat([t.detach().double().flatten() for t in tr.named_tensors().values()])
     every = [torch.zeros_like(params) for _ in range(w.world_size)]
     dist.all_gather(every, params)
     vals = [torch.zeros(1, dtype=torch.float64) for _ in range(w.world_size)]
     dist.all_gather(vals, torch.tensor([val], dtype=torch.float64))
     out[name] = {"param_diff": (every[0] - every[1]).abs().max().item(), "moved": (params.abs().sum()).item(),
-                 "losses": losses, "seed": tr.config.seed, "val_diff": abs(vals[0] - vals[1]).item()}
+                 "losses": losses, "seed": tr.trainer.config.seed, "val_diff": abs(vals[0] - vals[1]).item(),
+                 "bh": bh, "agreed": agreed, "own": own}
 json.dump(out, open(f"replicas{w.rank}.json", "w"))
 w.close()
 '''
@@ -124,6 +128,7 @@ def test_replicas_identical_on_two_nodes(tmp_path, scaling, every):
     for name in a:
         assert a[name]["param_diff"] == 0.0, (name, a[name])          # identical weights on both ranks
         assert a[name]["val_diff"] == 0.0, (name, a[name])            # so identical validation
+        assert b[name]["agreed"] == a[name]["bh"] != b[name]["own"], (name, a[name], b[name])    # rank 0's figure
         assert a[name]["seed"] + 1 == b[name]["seed"]                 # ... though each rank drew its own data:
         assert a[name]["losses"] != b[name]["losses"], (name, a[name], b[name])
 
@@ -146,6 +151,7 @@ def test_killed_rank_ends_every_rank(tmp_path):
     end = time.time()
     killed_at = float((tmp_path / "killed").read_text())
     assert all(r.returncode != 0 for r in rs), [r.returncode for r in rs]
+    print(f"the job ended {end - killed_at:.1f} s after rank 1 was killed")
     assert end - killed_at < 60, f"the job ended {end - killed_at:.0f} s after the kill"
     text = "\n".join(r.stdout for r in rs)
     assert re.search(r"rank\s*:\s*1 \(local_rank: 0\)\s*\n\s*exitcode\s*:\s*-9", text), text[-3000:]
