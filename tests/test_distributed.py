@@ -90,6 +90,7 @@ def test_strong_scaling_gradients_equal_the_big_batch(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     for rank in (0, 1):
         d = json.loads((tmp_path / f"grads{rank}.json").read_text())
+        print(f"rank {rank}: max |synced - big batch| copy {d['copy']:.1e}, flat {d['flat']:.1e}; one half alone {d['local']:.1e}")
         assert d["local"] > 1e-3                                      # one half alone is not the big batch
         assert d["copy"] < 1e-6 and d["flat"] < 1e-6, d
 
