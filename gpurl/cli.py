@@ -4,7 +4,7 @@
 
 # %% ../nbs/21_cli.ipynb #f71bd039
 from __future__ import annotations
-import dataclasses, datetime, json, math, os, shlex, signal, sys, time
+import dataclasses, datetime, json, math, os, shlex, signal, sys, tempfile, time
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable
@@ -30,6 +30,8 @@ from .rundir import (DEFAULT_DATA, RunConfig, RunData, load_data, load_fold_resu
                           synthetic_settings,
                           write_json)
 from .run import Run, load_run, write_report
+from .distributed import (MultiGpuConfig, Worker, WorkerFailure, data_parallel, discard_checkpoint, init_worker,
+                               launch, rank_config, restart_count, torchrun_command, torchrun_worker)
 
 # %% auto #0
 __all__ = ['DEFAULTS', 'SYNTHETIC_FOLDS', 'LOB_DEFAULTS', 'UsageError', 'ResumePoint', 'train', 'gpurl_train']
@@ -76,7 +78,7 @@ def _parse_gpu_ids(gpu_ids) -> list[int]:
     return ids
 
 def _resolve_device(device, gpu_ids) -> tuple[torch.device, list[int]]:
-    "The torch device to train on and the checked --gpu_ids (reserved for multi-GPU: only the first is used today)."
+    "The torch device to train on and the checked --gpu_ids (several: train() starts a torchrun worker per GPU)."
     ids = _parse_gpu_ids(gpu_ids)
     if device is None: dev = torch.device("cuda", ids[0]) if ids else default_device()
     else:
@@ -109,7 +111,7 @@ def _read_config_json(config) -> dict:
         except UnicodeDecodeError: raise UsageError(f"{where}: not a text file; pass a JSON file") from None
     if not isinstance(d, dict):
         raise UsageError(f"{where}: the JSON must be an object of trainer settings such as {{\"cost_bps\": 2.0}}, got {type(d).__name__}")
-    for k in ("driver", "synthetic"):
+    for k in ("driver", "synthetic", "distributed"):
         if k in d and not isinstance(d[k], dict):
             raise UsageError(f"{where}: the {k!r} section must be a JSON object, got {d[k]!r}")
     return d
@@ -190,6 +192,7 @@ def _resolve(algo=None, data=None, config=None, folds=None, train_bars=None, val
     user = _read_config_json(config)
     where = f"--config {config}" if isinstance(config, (str, os.PathLike)) else "config"
     driver_over, synth_over = user.pop("driver", {}), user.pop("synthetic", {})
+    user.pop("distributed", None)                 # torchrun workers read it (_distributed_settings)
     scored = {"metric": "f1"} if kind == "lob" else {}              # events are not priced: epochs are picked on val F1
     try: driver = DriverConfig.from_dict({"epochs": a["epochs"], **scored, **driver_over, **({} if epochs is None else {"epochs": epochs})})
     except (ValueError, TypeError) as e: raise UsageError(f"{where}: 'driver' section: {e}") from None
@@ -282,21 +285,23 @@ def _planted_rule(rc: RunConfig, feats: Tensor, rets: Tensor) -> dict | None:
     return {"folds": [b.metrics["sharpe"] for b in bts], "test": performance_summary(r, p, env.periods_per_year)}
 
 def _execute(rc: RunConfig, data: RunData, run_dir: Path, completed: list[FoldResult], resume_state: Path | None,
-             progress: bool) -> Run:
+             progress: bool, worker: Worker | None = None) -> Run:
     "Train the unfinished folds through the walk-forward driver, write results.json and the report; returns the Run."
+    main = worker is None or worker.is_main             # under torchrun rank 0 alone writes the run directory
     trainer_cls, tcfg = get_model(rc.algo).trainer, rc.trainer_config()
     folds = rc.fold_list()
-    (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True); (run_dir / "folds").mkdir(exist_ok=True)
-    _remove_orphans(run_dir)
-    write_json(run_dir / "hyperparams.json", rc.hyperparams())
-    _truncate_metrics(run_dir, len(completed), _last_state_epochs(resume_state))
+    if main:
+        (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True); (run_dir / "folds").mkdir(exist_ok=True)
+        _remove_orphans(run_dir)
+        write_json(run_dir / "hyperparams.json", rc.hyperparams())
+        _truncate_metrics(run_dir, len(completed), _last_state_epochs(resume_state))
     template = str(run_dir / "checkpoints").replace("{", "{{").replace("}", "}}") + "/fold{fold}_{kind}.safetensors"
     sources = [partial(rc.fold_splits, data, f) for f in folds]
     seed_everything(rc.seed)
     epoch_bars = progress and sys.stderr.isatty()      # into a log file: the one fold bar, a line per fold
     bar = tqdm(total=rc.folds, initial=len(completed), desc=f"{rc.algo} walk-forward", unit="fold", disable=not progress,
                dynamic_ncols=True)
-    mf = open(run_dir / "metrics.jsonl", "a")
+    mf = open(run_dir / "metrics.jsonl", "a") if main else None
     def on_epoch_end(fold: int, epoch: int, m: dict) -> None:
         row = {"fold": fold, "epoch": epoch, **{k: v for k, v in m.items() if k != "epoch"},
                "time": datetime.datetime.now().isoformat(timespec="milliseconds")}
@@ -310,11 +315,16 @@ def _execute(rc: RunConfig, data: RunData, run_dir: Path, completed: list[FoldRe
     threads = torch.get_num_threads()
     if torch.device(rc.device).type == "cpu" and "OMP_NUM_THREADS" not in os.environ: torch.set_num_threads(1)
     try:
-        wf = train_walk_forward(partial(trainer_cls, tcfg), sources, template, device=rc.device, progress=epoch_bars,
-                                on_epoch_end=on_epoch_end, on_fold_end=on_fold_end, completed=completed,
+        factory = partial(trainer_cls, tcfg) if worker is None else data_parallel(trainer_cls, tcfg, worker)
+        wf = train_walk_forward(factory, sources, template if main else discard_checkpoint, device=rc.device,
+                                progress=epoch_bars, on_epoch_end=on_epoch_end if main else None,
+                                on_fold_end=on_fold_end if main else None, completed=completed,
                                 resume_state=resume_state, driver=DriverConfig.from_dict(rc.driver))
     finally:
-        mf.close(); bar.close(); torch.set_num_threads(threads)
+        if mf is not None: mf.close()
+        bar.close(); torch.set_num_threads(threads)
+    if not main:
+        worker.barrier(); return load_run(run_dir)      # rank 0 writes results.json and the report meanwhile
     run = load_run(run_dir)
     ppy, how = rc.annualisation()
     res = {"run": run.name, "algo": rc.algo, "complete": True, "priced": rc.priced, "periods_per_year": ppy,
@@ -326,6 +336,7 @@ def _execute(rc: RunConfig, data: RunData, run_dir: Path, completed: list[FoldRe
     write_json(run_dir / "results.json", res)
     run = load_run(run_dir)
     write_report(run)
+    if worker is not None: worker.barrier()
     return run
 
 # %% ../nbs/21_cli.ipynb #f0309ded
@@ -413,44 +424,120 @@ def _set_aside(point: ResumePoint) -> None:
         print(f"gpurl_train: --resume: {path} cannot be used ({why}); kept as {dest.name}, rebuilt by this run",
               file=sys.stderr)
 
+# %% ../nbs/21_cli.ipynb #dde3785e
+def _distributed_settings(config) -> MultiGpuConfig:
+    "The --config JSON's 'distributed' section (scaling, sync_every_n_steps, timeout_s) as a MultiGpuConfig, checked."
+    try: return MultiGpuConfig.from_dict(_read_config_json(config).get("distributed", {}))
+    except (ValueError, TypeError) as e: raise UsageError(f"--config {config}: 'distributed' section: {e}") from None
+
+def _join_job(config, device) -> Worker:
+    "Inside a torchrun worker: join the job's process group (gloo with --device cpu, else NCCL on cuda:LOCAL_RANK)."
+    kind = torch.device(device).type if device is not None else default_device().type
+    return init_worker(kind, _distributed_settings(config))
+
+def _worker_args(flags: dict) -> list[str]:
+    "gpurl_train's flags for the workers: every given setting as --name value (a config dict as a JSON file)."
+    args = []
+    for k, v in flags.items():
+        if isinstance(v, dict):
+            fd, path = tempfile.mkstemp(prefix="gpurl-config-", suffix=".json")
+            with os.fdopen(fd, "w") as f: json.dump(v, f)
+            v = path
+        if v is True: args.append(_flag(k))
+        elif v is not None and v is not False: args += [_flag(k), str(v)]
+    return args
+
+def _launch(flags: dict, date_col, device, gpu_ids, out, resume, progress: bool, nproc_per_node=None, nnodes=None,
+            rdzv_endpoint=None, max_restarts=None) -> Run | None:
+    "Check the run here, then start torchrun with one gpurl_train worker per GPU (or --nproc_per_node CPU workers)."
+    _check_arg("nproc_per_node", nproc_per_node, (int, None), 1); _check_arg("max_restarts", max_restarts, (int, None), 0)
+    _check_arg("rdzv_endpoint", rdzv_endpoint, (str, None))
+    nodes = "1" if nnodes is None else str(nnodes)
+    if not all(p.isdigit() and int(p) >= 1 for p in nodes.split(":")) or nodes.count(":") > 1:
+        raise UsageError(f"--nnodes must be a number of machines such as 2, or MIN:MAX such as 1:4, got {nnodes!r}")
+    if nodes != "1" and rdzv_endpoint is None:
+        raise UsageError(f"--nnodes {nodes}: the machines meet at a rendezvous: add --rdzv_endpoint HOST:PORT (one machine's address)")
+    if nodes != "1" and out is None and resume is None:
+        raise UsageError("--nnodes > 1: every machine must name the same run directory: add --out DIR (a shared filesystem)")
+    dev, ids = _resolve_device(device, gpu_ids)
+    visible = list(MultiGpuConfig.detect(ids or None).devices) if dev.type == "cuda" else []
+    n = nproc_per_node if nproc_per_node is not None else max(len(visible), 1)
+    if ids and nproc_per_node is not None and nproc_per_node != len(ids):
+        raise UsageError(f"--nproc_per_node {nproc_per_node} and --gpu_ids {gpu_ids} disagree: one worker per listed GPU; drop one")
+    if dev.type == "cuda" and n > len(visible):
+        raise UsageError(f"--nproc_per_node {n} needs {n} GPUs, this machine shows {len(visible)}: lower it, or use --device cpu")
+    mgc = _distributed_settings(flags["config"])
+    if resume is None:
+        rc, bars = _resolve(**flags, device=str(dev), gpu_ids=None, date_col=date_col)
+        run_dir = _new_run_dir(rc.algo, out) if nodes == "1" else Path(out)   # machines: rank 0's worker checks it
+        _probe_trainer(rc, bars)
+        if nodes.isdigit():                              # the world size is known: check the per-rank configs now
+            try: rank_config(rc.trainer_config(), n * int(nodes), 0, mgc.scaling)
+            except (ValueError, TypeError) as e: raise UsageError(str(e)) from None
+        where = ["--out", str(run_dir)]
+    else:
+        if out is not None: raise UsageError(f"--resume {resume} continues that directory: drop --out {out}")
+        run_dir = _plan_resume(resume, str(dev), None, {**flags, "date_col": date_col})[2]
+        where = ["--resume", str(run_dir)]
+    kind = "cuda" if dev.type == "cuda" else "cpu"
+    args = ["-m", "gpurl.cli", *_worker_args({**flags, "date_col": date_col}), *where, "--device", kind,
+            *([] if progress else ["--quiet"])]
+    names = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if os.environ.get("CUDA_VISIBLE_DEVICES") else None
+    env = {"CUDA_VISIBLE_DEVICES": ",".join(names[i] if names else str(i) for i in (ids or range(n)))} if kind == "cuda" else {}
+    launch(torchrun_command(args, nproc_per_node=n, nnodes=nodes, rdzv_endpoint=rdzv_endpoint,
+                            max_restarts=max_restarts or 0), env)
+    return load_run(run_dir) if (run_dir / "results.json").is_file() else None    # another machine's rank 0: no copy here
+
 # %% ../nbs/21_cli.ipynb #8286a5a3
 def train(algo: str | None = None, data: str | None = None, config: str | dict | None = None, folds: int | None = None,
           train_bars: int | None = None, val_bars: int | None = None, test_bars: int | None = None,
           embargo: int | None = None, cost_bps: float | None = None, epochs: int | None = None, seed: int | None = None,
           device: str | None = None, gpu_ids: str | list | None = None, out: str | os.PathLike | None = None,
           resume: str | os.PathLike | None = None, date_col: str | None = None, progress: bool = True,
-          summary: bool = True) -> Run:
+          summary: bool = True, nproc_per_node: int | None = None, nnodes: str | int | None = None,
+          rdzv_endpoint: str | None = None, max_restarts: int | None = None) -> Run | None:
     "Run gpurl_train from Python (same arguments as the flags; None = default); returns the finished Run."
     flags = dict(algo=algo, data=data, config=config, folds=folds, train_bars=train_bars, val_bars=val_bars,
                  test_bars=test_bars, embargo=embargo, cost_bps=cost_bps, epochs=epochs, seed=seed)
+    job = dict(nproc_per_node=nproc_per_node, nnodes=nnodes, rdzv_endpoint=rdzv_endpoint, max_restarts=max_restarts)
+    worker = _join_job(config, device) if torchrun_worker() else None
+    if worker is not None:
+        device, gpu_ids = str(worker.device), None
+        if resume is None and out is not None and restart_count() and (Path(out) / "config.json").is_file():
+            resume, out, date_col, flags = out, None, None, dict.fromkeys(flags)   # torchrun restarted the job: continue it
+    elif any(v is not None for v in job.values()) or len(_parse_gpu_ids(gpu_ids)) > 1:
+        return _launch(flags, date_col, device, gpu_ids, out, resume, progress, **job)
+    main = worker is None or worker.is_main
     if resume is not None:
         if out is not None: raise UsageError(f"--resume {resume} continues that directory: drop --out {out}")
         rc, data, run_dir, completed, point = _plan_resume(resume, device, gpu_ids, {**flags, "date_col": date_col})
         if (run_dir / "results.json").is_file() and len(completed) == rc.folds and not point.set_aside:
             run = load_run(run_dir)
             if not (run_dir / "report.md").is_file(): write_report(run)        # stopped while writing the report
-            if summary: print(f"{run_dir} is already complete.\n" + run.summary())
+            if summary and main: print(f"{run_dir} is already complete.\n" + run.summary())
             return run
     else:
         rc, data = _resolve(**flags, device=device, gpu_ids=gpu_ids, date_col=date_col)
-        run_dir = _new_run_dir(rc.algo, out)
+        run_dir = _new_run_dir(rc.algo, out) if main else None
+        if worker is not None: run_dir = Path(worker.agree(str(run_dir) if main else None))   # rank 0's, on every rank
         _probe_trainer(rc, data)
         completed, point = [], ResumePoint(0, None, [])
-        if summary and progress: print("\n".join([f"gpurl_train {rc.algo}: {rc.folds} folds", *rc.plan_lines()]))
-    if len(rc.gpu_ids) > 1:
-        print(f"gpurl_train: note: --gpu_ids {rc.gpu_ids}: multi-GPU training is reserved (not implemented yet); "
-              f"training on {rc.device}", file=sys.stderr)
-    run_dir.mkdir(parents=True, exist_ok=True)          # everything checked: from here on the run directory exists
-    _set_aside(point)
-    write_json(run_dir / "config.json", rc.to_dict())
+        if summary and progress and main: print("\n".join([f"gpurl_train {rc.algo}: {rc.folds} folds", *rc.plan_lines()]))
+    if worker is not None: worker.barrier()              # every rank has read the files --resume checks
+    if main:
+        run_dir.mkdir(parents=True, exist_ok=True)      # everything checked: from here on the run directory exists
+        _set_aside(point)
+        write_json(run_dir / "config.json", rc.to_dict())
     try:
-        run = _execute(rc, data, run_dir, completed, point.state, progress)
+        run = _execute(rc, data, run_dir, completed, point.state, progress and main, worker)
     except BaseException as e:
+        if not main: raise
         what = "interrupted" if isinstance(e, KeyboardInterrupt) else f"stopped by {type(e).__name__}"
         print(f"\ngpurl_train: {what}; finished checkpoints and metrics are kept in {run_dir}. "
               f"Continue with: gpurl_train --resume {shlex.quote(str(run_dir))}", file=sys.stderr)
         raise
-    if summary: print(run.summary())
+    if summary and main: print(run.summary())
+    if worker is not None: worker.close()
     return run
 
 # %% ../nbs/21_cli.ipynb #6f2e9337
@@ -472,7 +559,11 @@ def gpurl_train(
     epochs: int = None,      # max epochs per fold; early stopping may end a fold sooner (default 20)
     seed: int = None,        # trainer seed (default 0)
     device: str = None,      # cpu, cuda or cuda:N (default: cuda when available; env GPURL_DEVICE overrides)
-    gpu_ids: str = None,     # RESERVED for multi-GPU training: CUDA ids such as 0,1 (validated; today the first is the device)
+    gpu_ids: str = None,     # CUDA ids such as 0,1: one torchrun worker per GPU, data parallel (one id: that GPU alone)
+    nproc_per_node: int = None,  # torchrun workers on this machine (default: one per GPU of --gpu_ids); with --device cpu: gloo
+    nnodes: str = None,      # machines in the job, N or MIN:MAX; each runs this command (with --rdzv_endpoint and --out)
+    rdzv_endpoint: str = None,  # HOST:PORT where the machines meet (torchrun's c10d rendezvous)
+    max_restarts: int = None,   # torchrun restarts after a failed worker; each continues from the last full state (default 0)
     out: str = None,         # run directory to create (default runs/<algo>-<timestamp>)
     resume: str = None,      # continue an interrupted run directory (its config.json holds the settings)
     quiet: bool = False,     # no progress bars (the summary table is still printed)
@@ -483,10 +574,14 @@ def gpurl_train(
     try:
         train(algo=algo, data=data, config=config, folds=folds, train_bars=train_bars, val_bars=val_bars,
               test_bars=test_bars, embargo=embargo, date_col=date_col, cost_bps=cost_bps, epochs=epochs, seed=seed, device=device,
-              gpu_ids=gpu_ids, out=out, resume=resume, progress=not quiet)
+              gpu_ids=gpu_ids, out=out, resume=resume, progress=not quiet, nproc_per_node=nproc_per_node, nnodes=nnodes,
+              rdzv_endpoint=rdzv_endpoint, max_restarts=max_restarts)
     except UsageError as e:
         if not cli: raise
         print(f"gpurl_train: error: {e}", file=sys.stderr); sys.exit(2)
+    except WorkerFailure as e:
+        if not cli: raise
+        print(f"gpurl_train: error: {e}", file=sys.stderr); sys.exit(1)
     except KeyboardInterrupt:
         if not cli: raise
         sys.exit(130)

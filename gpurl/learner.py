@@ -126,6 +126,7 @@ class RainbowLearner:
         self._graph_step: Callable[[], dict[str, Tensor]] | None = None
         self._static: RainbowBatch | None = None
         self._core = capture_compile(self._update) if self.compiled else self._update
+        self.grad_sync = None        # data-parallel gradient hook (gpurl.distributed); None: no collective, no kernel
 
     # ---- setup helpers
     def _resolve_precision(self) -> MixedPrecisionConfig:
@@ -343,6 +344,7 @@ class RainbowLearner:
             if grad is None: grad, stats, loss = g, parts, total
             else: grad, stats, loss = grad + g, [a_ + b_ for a_, b_ in zip(stats, parts)], loss + total
             prios.append(prio); qs.append(q_data)
+        if self.grad_sync is not None: self.grad_sync([grad])            # data parallel: the ranks' mean gradient
         with torch.no_grad():
             grad_norm = torch.linalg.vector_norm(grad)                       # clip_grad_norm_, on the flat gradient
             grad = grad * (c.max_grad_norm / (grad_norm + 1e-6)).clamp(max=1.0)

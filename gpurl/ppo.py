@@ -225,6 +225,7 @@ class PpoTrainer:
         self._kl_ok = torch.ones((), device=dev)                           # 0 once target_kl stopped the epochs
         self._it_metrics = torch.zeros(len(_EPOCH_METRICS), device=dev)    # the last iteration's metrics
         self._graph = None
+        self.grad_sync = None        # data-parallel gradient hook (gpurl.distributed); None: no collective, no kernel
         self.env = e.make_env(train, c.n_envs, seed=c.seed,
                               compile=self.use_graphs)    # fused env steps inside the captured iteration; eager: plain ops
         sd = train.log_returns.float().std()              # a device tensor: no host read
@@ -299,6 +300,7 @@ class PpoTrainer:
     def _optimizer_step(self) -> Tensor:
         "Clip the global grad norm (returns the real pre-clip norm) and step Adam; discarded where the KL flag is 0."
         masked = self.config.target_kl is not None
+        if self.grad_sync is not None: self.grad_sync([p.grad for p in self._params])   # data parallel: the ranks' mean
         if self._scaler: self._scaler.unscale_(self.opt)
         norm = torch.nn.utils.clip_grad_norm_(self._params, self.config.max_grad_norm, foreach=True)
         if masked: before = [t.clone() for t in self._step_tensors]

@@ -281,6 +281,7 @@ class SupervisedTrainer:
         if dev.type == "cuda" and dev.index is None: dev = torch.device("cuda", torch.cuda.current_device())
         self.config, self.device, self.priced, self.n_features = config, dev, config.priced, train.n_features
         self.precision = _precision(config, dev)
+        self.grad_sync = None        # data-parallel gradient hook (gpurl.distributed); None: no collective, no kernel
         self._checked: dict[tuple, int] = {}                  # splits checked so far -> label column
         self.column = self.check_split(train, "train")
         self._globals = TrainerGlobals(config.seed, dev, tf32=self.precision.tf32 if dev.type == "cuda" else None)
@@ -418,6 +419,7 @@ def _micro(self: SupervisedTrainer) -> None:
 @patch
 def _update(self: SupervisedTrainer) -> None:
     "Clip all gradients to max_grad_norm (summing the pre-clip global L2 norm), one AdamW step, zero the gradients."
+    if self.grad_sync is not None: self.grad_sync([p.grad for p in self._params])   # data parallel: the ranks' mean
     norm = torch.nn.utils.clip_grad_norm_(self._params, self.config.max_grad_norm)
     self.optimizer.step()
     self.optimizer.zero_grad(set_to_none=False)               # in place: a captured step keeps its gradient buffers

@@ -50,7 +50,7 @@ def _metric_rows(run: Path) -> list[dict]:
 def test_help(runner, tmp_path):
     r = _run(["--help"], tmp_path, runner)
     assert r.returncode == 0, r.stderr
-    for flag in ("--algo", "--data", "--config", "--train_bars", "--gpu_ids", "--resume", "RESERVED"):
+    for flag in ("--algo", "--data", "--config", "--train_bars", "--gpu_ids", "--resume", "--nproc_per_node", "--rdzv_endpoint"):
         assert flag in r.stdout, flag
 
 
