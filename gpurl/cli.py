@@ -32,7 +32,7 @@ from .rundir import (SYNTHETIC, RunConfig, load_bars, load_fold_results, read_js
 from .run import Run, load_run, write_report
 
 # %% auto #0
-__all__ = ['DEFAULTS', 'SYNTHETIC_FOLDS', 'UsageError', 'ResumePoint', 'train', 'gpurl_train']
+__all__ = ['DEFAULTS', 'SYNTHETIC_FOLDS', 'UsageError', 'resolve', 'ResumePoint', 'train', 'gpurl_train']
 
 # %% ../nbs/21_cli.ipynb #b308a0a8
 DEFAULTS = dict(algo="dqn", data="synthetic", folds=10, train_bars=1000, val_bars=300, test_bars=400, embargo=0,
@@ -208,6 +208,13 @@ def _probe_trainer(rc: RunConfig, bars: pd.DataFrame) -> None:
         backtest_trainer(trainer, splits.val)
     except (ValueError, TypeError) as e:
         raise UsageError(f"the {rc.algo} trainer rejects these settings: {e}".replace("\n", " ")) from None
+
+# %% ../nbs/21_cli.ipynb #3cec2180
+def resolve(probe: bool = False, **flags) -> tuple[RunConfig, pd.DataFrame]:
+    "gpurl_train's inputs (its flags by name, None = default) checked and resolved into the RunConfig and bars a run would use; `probe`: also build the trainer on fold 0. Raises UsageError, writes nothing."
+    rc, bars = _resolve(**flags)
+    if probe: _probe_trainer(rc, bars)
+    return rc, bars
 
 # %% ../nbs/21_cli.ipynb #f04ad438
 def _new_run_dir(algo: str, out) -> Path:
