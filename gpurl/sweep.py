@@ -431,9 +431,9 @@ def sweep(algo: str | None = None, data: str | None = None, trials: int = 20, sp
         if path is None and storage is None: raise UsageError("--worker joins a shared study: give --storage URL and --study NAME")
         url = storage or f"sqlite:///{(path / 'study.db').resolve()}"
         name = study or path.name
-    db = open_storage(url) if storage is not None else None       # the user's database: opened before anything is written
+    if storage is not None: s = open_study(open_storage(url), name, settings, url)   # the user's database: checked before anything is written
     if path is not None: path.mkdir(parents=True, exist_ok=True)
-    s = open_study(db or open_storage(url), name, settings, url)
+    if storage is None: s = open_study(open_storage(url), name, settings, url)
     settings = s.user_attrs["gpurl_sweep"]
     s.pruner = _pruner(settings["epochs"])
     if path is not None: write_json(path / "sweep.json", {"settings": settings, "storage": url, "study": name})

@@ -140,6 +140,10 @@ def test_every_bad_input_names_it(tmp_path):
     kw = dict(algo="mlp", folds=1, train_bars=150, val_bars=50, test_bars=50, epochs=2, device="cpu", out=tmp_path / "sw")
     cases = [(dict(space=str(tmp_path / name)), msg) for name, (_, msg) in BAD_SPACES.items()]
     cases += [(dict(storage=url, study="s"), msg) for url, msg in BAD_STORAGE.items()]
+    from gpurl.sweep import open_storage, open_study
+    other = f"sqlite:///{tmp_path / 'other.db'}"                   # a study started with other settings
+    open_study(open_storage(other), "s", {"flags": {"algo": "ppo"}, "config": {}, "space": {}, "trials": 3, "epochs": 2}, other)
+    cases += [(dict(storage=other, study="s"), "--study s in " + other + " was started with other settings")]
     for name, (space, _) in BAD_SPACES.items(): (tmp_path / name).write_text(space if isinstance(space, str) else json.dumps(space))
     for extra, msg in cases:
         with pytest.raises(UsageError) as e: sweep(**kw, **extra)
