@@ -34,7 +34,7 @@ from .distributed import (MultiGpuConfig, Worker, WorkerFailure, data_parallel, 
                                launch, rank_config, restart_count, torchrun_command, torchrun_worker)
 
 # %% auto #0
-__all__ = ['DEFAULTS', 'SYNTHETIC_FOLDS', 'LOB_DEFAULTS', 'UsageError', 'ResumePoint', 'train', 'gpurl_train']
+__all__ = ['DEFAULTS', 'SYNTHETIC_FOLDS', 'LOB_DEFAULTS', 'UsageError', 'resolve', 'ResumePoint', 'train', 'gpurl_train']
 
 # %% ../nbs/21_cli.ipynb #b308a0a8
 DEFAULTS = dict(algo="dqn", data="synthetic", folds=10, train_bars=1000, val_bars=300, test_bars=400, embargo=0,
@@ -236,6 +236,13 @@ def _probe_trainer(rc: RunConfig, data: RunData) -> None:
         else: trainer.validate(splits.val)
     except (ValueError, TypeError) as e:
         raise UsageError(f"the {rc.algo} trainer rejects these settings: {e}".replace("\n", " ")) from None
+
+# %% ../nbs/21_cli.ipynb #3cec2180
+def resolve(probe: bool = False, **flags) -> tuple[RunConfig, RunData]:
+    "gpurl_train's inputs (its flags by name, None = default) checked and resolved into the RunConfig and rows (bars or events) a run would use; `probe`: also build the trainer on fold 0. Raises UsageError, writes nothing."
+    rc, data = _resolve(**flags)
+    if probe: _probe_trainer(rc, data)
+    return rc, data
 
 # %% ../nbs/21_cli.ipynb #f04ad438
 def _new_run_dir(algo: str, out) -> Path:
@@ -468,9 +475,9 @@ def _launch(flags: dict, date_col, device, gpu_ids, out, resume, progress: bool,
         raise UsageError(f"--nproc_per_node {n} needs {n} GPUs, this machine shows {len(visible)}: lower it, or use --device cpu")
     mgc = _distributed_settings(flags["config"])
     if resume is None:
-        rc, bars = _resolve(**flags, device=str(dev), gpu_ids=None, date_col=date_col)
+        rc, data = _resolve(**flags, device=str(dev), gpu_ids=None, date_col=date_col)
         run_dir = _new_run_dir(rc.algo, out) if nodes == "1" else Path(out)   # machines: rank 0's worker checks it
-        _probe_trainer(rc, bars)
+        _probe_trainer(rc, data)
         if nodes.isdigit():                              # the world size is known: check the per-rank configs now
             try: rank_config(rc.trainer_config(), n * int(nodes), 0, mgc.scaling)
             except (ValueError, TypeError) as e: raise UsageError(str(e)) from None
