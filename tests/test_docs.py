@@ -42,6 +42,13 @@ def test_imports_live_in_import_cells(nb_path):
             bad.append(f"cell {i}: {src.splitlines()[0][:60]}")
     assert not bad, f"{nb_path.name}: cells mixing imports with other code (move the imports to an import cell): {bad}"
 
+@pytest.mark.parametrize("nb_path", NBS, ids=lambda p: p.name)
+def test_one_show_doc_per_cell(nb_path):
+    "The docs show a cell's last result only: a second show_doc in a cell hides the first (and breaks links to it)."
+    bad = [f"cell {i}: {n} show_doc calls" for i, c in enumerate(json.loads(nb_path.read_text())["cells"])
+           if c["cell_type"] == "code" and (n := "".join(c["source"]).count("show_doc(")) > 1]
+    assert not bad, f"{nb_path.name}: split these cells, one show_doc each: {bad}"
+
 def test_docs_process_and_render(docs_site):
     "nbdev's processor runs over every notebook without an error output, and each processed notebook renders to HTML."
     assert sorted(docs_site) == sorted(p.name for p in (ROOT / "nbs").glob("*.ipynb")), sorted(docs_site)
