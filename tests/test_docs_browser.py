@@ -2,7 +2,7 @@
 opened in headless Chromium (Debian's chromium and chromium-driver, which .ci/run installs) driven by selenium. Every page
 loads without a console error, every image has a size, and every internal link (relative, or to the site's own address,
 where nbdev's doc links point) resolves to a rendered page and an anchor on it. The browser loads nothing from the
-network, so a page that needs it fails here. Without a browser the checks skip, except under CI (`CI` set), where a
+network, and a page that would (a script, style sheet or image from elsewhere) fails here. Without a browser the checks skip, except under CI (`CI` set), where a
 missing browser fails. Screenshots of a few pages go to $GPURL_DOCS_SCREENSHOTS (else a temporary folder) to look at."""
 import os, shutil
 from pathlib import Path
@@ -17,6 +17,9 @@ PAGE_FACTS = """return {
   images: Array.from(document.images).map(i => ({src: i.getAttribute('src').slice(0, 60), width: i.naturalWidth})),
   links: Array.from(document.querySelectorAll('a[href]')).map(a => a.getAttribute('href')),
   ids: Array.from(document.querySelectorAll('[id]')).map(e => e.id),
+  external: Array.from(document.querySelectorAll('script[src], link[href], img[src], iframe[src], video[src]'))
+    .filter(e => e.tagName !== 'LINK' || /stylesheet|preload|icon/.test(e.rel)).map(e => e.src || e.href)
+    .filter(u => /^https?:/.test(u)),
 };"""
 
 
@@ -81,6 +84,10 @@ def test_page_loads_without_console_errors(browsed, nb):
     assert not browsed[nb]["errors"], f"{nb}: console errors: {browsed[nb]['errors']}"
 
 @pytest.mark.parametrize("nb", [p.name for p in NBS], ids=str)
+def test_page_needs_no_network(browsed, nb):
+    assert not browsed[nb]["external"], f"{nb}: loads from the network: {browsed[nb]['external'][:10]}"
+
+@pytest.mark.parametrize("nb", [p.name for p in NBS], ids=str)
 def test_images_have_a_size(browsed, nb):
     broken = [i["src"] for i in browsed[nb]["images"] if not i["width"]]
     assert not broken, f"{nb}: images with no size (missing or undecodable): {broken}"
@@ -99,3 +106,9 @@ def test_internal_links_resolve(browsed, docs_site, nb):
         elif anchor and path in ids and not {anchor.lower(), unquote(anchor).lower()} & ids[path]:
             broken.append(f"{href} (no anchor #{anchor} among {len(ids[path])} on {path.name})")
     assert not broken, f"{nb}: {len(broken)} of {checked} internal links do not resolve: {broken[:20]}"
+
+def test_the_browser_saw_the_pages(browsed, docs_site):
+    "Not vacuous: the plots stored in the notebooks reach the browser as images, and the pages link to each other."
+    images = sum(len(f["images"]) for f in browsed.values())
+    links = sum(_target(h, docs_site[n]) is not None for n, f in browsed.items() for h in f["links"])
+    assert len(browsed) == len(NBS) and images >= 10 and links >= 300, (len(browsed), images, links)
