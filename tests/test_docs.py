@@ -1,12 +1,13 @@
 """Docs check without quarto: process nbs/ with nbdev's own processor (what `nbdev_docs` runs before quarto), render
-every processed notebook to HTML with nbconvert, and require a docstring on every exported public function/class."""
-import ast, json, os, shutil, subprocess, sys, textwrap
+every processed notebook to HTML with nbconvert (tests/_docsite.py), and require a docstring on every exported public
+function/class."""
+import ast, json
 from pathlib import Path
 
+import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-NBS = sorted(p for p in (ROOT / "nbs").glob("*.ipynb") if not p.name.startswith("_"))
+from _docsite import NBS, ROOT
 
 def _exported_sources(nb_path: Path):
     nb = json.loads(nb_path.read_text())
@@ -41,32 +42,18 @@ def test_imports_live_in_import_cells(nb_path):
             bad.append(f"cell {i}: {src.splitlines()[0][:60]}")
     assert not bad, f"{nb_path.name}: cells mixing imports with other code (move the imports to an import cell): {bad}"
 
-def test_docs_process_and_render(tmp_path):
-    proj = tmp_path / "proj"
-    proj.mkdir()
-    shutil.copy(ROOT / "settings.ini", proj / "settings.ini")
-    shutil.copytree(ROOT / "nbs", proj / "nbs")
-    script = textwrap.dedent("""
-        import sys
-        from pathlib import Path
-        from nbdev.serve import proc_nbs
-        cache = proc_nbs(n_workers=0, force=True)
-        procs = sorted(Path(cache).rglob('*.ipynb'))
-        assert procs, 'proc_nbs produced no notebooks'
-        from nbconvert import HTMLExporter
-        import nbformat
-        exp = HTMLExporter()
-        for p in procs:
-            body, _ = exp.from_notebook_node(nbformat.read(p, as_version=4))
-            assert '<html' in body.lower(), p
-            for cell in nbformat.read(p, as_version=4).cells:
-                for out in cell.get('outputs', []):
-                    assert out.get('output_type') != 'error', f'{p.name}: {out.get("ename")}: {out.get("evalue")}'
-            print('rendered', p.name, len(body))
-        print('docs ok:', len(procs))
-    """)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    r = subprocess.run([sys.executable, "-c", script], cwd=proj, env=env, capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
-    n_src = len([p for p in (ROOT / "nbs").glob("*.ipynb")])
-    assert f"docs ok: {n_src}" in r.stdout, r.stdout[-2000:]
+@pytest.mark.parametrize("nb_path", NBS, ids=lambda p: p.name)
+def test_one_show_doc_per_cell(nb_path):
+    "The docs show a cell's last result only: a second show_doc in a cell hides the first (and breaks links to it)."
+    bad = [f"cell {i}: {n} show_doc calls" for i, c in enumerate(json.loads(nb_path.read_text())["cells"])
+           if c["cell_type"] == "code" and (n := "".join(c["source"]).count("show_doc(")) > 1]
+    assert not bad, f"{nb_path.name}: split these cells, one show_doc each: {bad}"
+
+def test_docs_process_and_render(docs_site):
+    "nbdev's processor runs over every notebook without an error output, and each processed notebook renders to HTML."
+    assert sorted(docs_site) == sorted(p.name for p in (ROOT / "nbs").glob("*.ipynb")), sorted(docs_site)
+    for name, page in docs_site.items():
+        assert "<html" in page.read_text().lower(), name
+        errors = [f'{o.get("ename")}: {o.get("evalue")}' for c in nbformat.read(page.with_name(name), as_version=4).cells
+                  for o in c.get("outputs", []) if o.get("output_type") == "error"]
+        assert not errors, f"{name}: the docs processor raised {errors}"
