@@ -478,5 +478,5 @@ class LtcConfig(LiquidConfig):
         return RecurrentBarNet(LTC(n_features, self.units, self.ode_unfolds), self.n_outputs)
 
 _QUICKSTART = dict(batch_size=64, lr=3e-3, horizon=1, env=dict(window=16))   # gpurl_train's small default
-walkforward.register_model("cfc", SupervisedTrainer, CfcConfig, cli=False, quickstart=_QUICKSTART)
-walkforward.register_model("ltc", SupervisedTrainer, LtcConfig, cli=False, quickstart=_QUICKSTART)
+walkforward.register_model("cfc", SupervisedTrainer, CfcConfig, quickstart=_QUICKSTART)
+walkforward.register_model("ltc", SupervisedTrainer, LtcConfig, quickstart=_QUICKSTART)

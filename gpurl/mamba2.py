@@ -263,6 +263,6 @@ class Mamba2Config(SupervisedConfig):
         return Mamba2Net(n_features, self.n_outputs, self.d_model, self.n_layers, d_state=self.d_state, d_conv=self.d_conv,
                          expand=self.expand, headdim=self.headdim, ngroups=self.ngroups, chunk=self.chunk)
 
-walkforward.register_model("mamba2", SupervisedTrainer, Mamba2Config, data="bars", cli=False, quickstart=dict(   # gpurl_train's small default: the CPU-sized model of the learning test below
+walkforward.register_model("mamba2", SupervisedTrainer, Mamba2Config, data="bars", quickstart=dict(   # gpurl_train's small default: the CPU-sized model of the learning test below
     batch_size=64, lr=3e-3, horizon=1, env=dict(window=8), d_model=32, d_state=16, headdim=32));
 
