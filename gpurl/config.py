@@ -64,12 +64,19 @@ def json_safe(o: Any) -> Any:
     return o
 
 # %% ../nbs/00_config.ipynb #4365e2e2
+_FIELD_TYPES: dict[type, dict] = {}
+
+def _field_types(cls: type) -> dict:
+    "The resolved annotations of a config class, resolved once per class (where it was defined: a notebook's class keeps them after its kernel is gone)."
+    if cls not in _FIELD_TYPES: _FIELD_TYPES[cls] = typing.get_type_hints(cls)
+    return _FIELD_TYPES[cls]
+
 class Config:
     "Mixin for config dataclasses: fields checked against their annotations, `from_dict`/`from_json`/`to_dict`."
     renamed: typing.ClassVar[dict[str, str]] = {}   # old key -> its new spelling (a nested key as "env.window")
 
     def __post_init__(self):
-        hints = typing.get_type_hints(type(self))
+        hints = _field_types(type(self))
         for f in dataclasses.fields(self):
             setattr(self, f.name, _coerce(f"{type(self).__name__}.{f.name}", getattr(self, f.name), hints[f.name]))
 

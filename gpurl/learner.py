@@ -4,6 +4,7 @@
 
 # %% ../nbs/08a_learner.ipynb #1050c8a3
 from __future__ import annotations
+from fastcore.basics import patch
 import copy, math
 from contextlib import nullcontext
 from typing import Callable, Mapping, NamedTuple
@@ -77,7 +78,7 @@ def _get_field(batch, name: str):
     raise ValueError(f"batch has no field {name!r}: pass a RainbowBatch, gpurl.replay's ReplayBatch, or an object/dict "
                      f"with {list(RainbowBatch._fields)}")
 
-# %% ../nbs/08a_learner.ipynb #a0d4efb0
+# %% ../nbs/08a_learner.ipynb #8c816c01
 class RainbowLearner:
     "Online + target RainbowNetwork, Adam and one update (`update`; compiled and captured on CUDA, eager on the CPU)."
     def __init__(self, obs_dim: int, n_actions: int, config: RainbowConfig | None = None, device=None):
@@ -127,7 +128,6 @@ class RainbowLearner:
         self._static: RainbowBatch | None = None
         self._core = capture_compile(self._update) if self.compiled else self._update
         self.grad_sync = None        # data-parallel gradient hook (gpurl.distributed); None: no collective, no kernel
-
     # ---- setup helpers
     def _resolve_precision(self) -> MixedPrecisionConfig:
         "The autocast policy: MixedPrecisionConfig.detect for 'auto', forced bf16 or fp32 otherwise."
@@ -164,312 +164,333 @@ class RainbowLearner:
         if self.autocast_dtype is None: return nullcontext()
         return torch.autocast(self.device.type, dtype=self.autocast_dtype, cache_enabled=False)
 
-    # ---- targets and losses
-    def _draw_taus(self, batch: int) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
-        "IQN taus for one update, one draw: online (B, N), target (B, N') and next-action selection (B, K)."
-        if self.online.head != "iqn": return None, None, None
-        c = self.config
-        t = torch.rand(batch, c.iqn_n + c.iqn_n_prime + c.iqn_k, device=self.device)
-        return t[:, :c.iqn_n], t[:, c.iqn_n:c.iqn_n + c.iqn_n_prime], t[:, c.iqn_n + c.iqn_n_prime:]
+# %% ../nbs/08a_learner.ipynb #db56ef17
+@patch
+def _draw_taus(self: RainbowLearner, batch: int) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+    "IQN taus for one update, one draw: online (B, N), target (B, N') and next-action selection (B, K)."
+    if self.online.head != "iqn": return None, None, None
+    c = self.config
+    t = torch.rand(batch, c.iqn_n + c.iqn_n_prime + c.iqn_k, device=self.device)
+    return t[:, :c.iqn_n], t[:, c.iqn_n:c.iqn_n + c.iqn_n_prime], t[:, c.iqn_n + c.iqn_n_prime:]
 
-    def _target_from(self, q_select: Tensor, target_out: Tensor, returns: Tensor, discount: Tensor) -> Tensor:
-        "The n-step target from selection Q values (B, A) (a* = argmax) and the target network's output at s_{t+n}."
-        head, c = self.online.head, self.config
-        a_star = q_select.argmax(-1)
-        r, d = returns.float(), discount.float()
-        if head == "iqn":
-            B, Np = target_out.shape[:2]
-            z = target_out.float().gather(2, a_star.view(B, 1, 1).expand(B, Np, 1)).squeeze(2)    # (B, N')
-            return torch.addcmul(r.unsqueeze(1), d.unsqueeze(1), z)
-        if head == "c51":
-            logp = target_out.gather(1, a_star.view(-1, 1, 1).expand(-1, 1, target_out.shape[-1])).squeeze(1)
-            return c51_projection(logp.exp(), r, d, c.v_min, c.v_max)
-        return torch.addcmul(r, d, target_out.float().gather(1, a_star.unsqueeze(1)).squeeze(1))
+@patch
+def _target_from(self: RainbowLearner, q_select: Tensor, target_out: Tensor, returns: Tensor, discount: Tensor) -> Tensor:
+    "The n-step target from selection Q values (B, A) (a* = argmax) and the target network's output at s_{t+n}."
+    head, c = self.online.head, self.config
+    a_star = q_select.argmax(-1)
+    r, d = returns.float(), discount.float()
+    if head == "iqn":
+        B, Np = target_out.shape[:2]
+        z = target_out.float().gather(2, a_star.view(B, 1, 1).expand(B, Np, 1)).squeeze(2)    # (B, N')
+        return torch.addcmul(r.unsqueeze(1), d.unsqueeze(1), z)
+    if head == "c51":
+        logp = target_out.gather(1, a_star.view(-1, 1, 1).expand(-1, 1, target_out.shape[-1])).squeeze(1)
+        return c51_projection(logp.exp(), r, d, c.v_min, c.v_max)
+    return torch.addcmul(r, d, target_out.float().gather(1, a_star.unsqueeze(1)).squeeze(1))
 
-    @torch.no_grad()
-    def td_target(self, next_obs: Tensor, returns: Tensor, discount: Tensor, taus_next: Tensor | None = None,
-                  taus_select: Tensor | None = None) -> Tensor:
-        "Double-DQN n-step target: scalar (B,), C51 projected distribution (B, n_atoms), IQN quantiles (B, N')."
-        c, iqn, B = self.config, self.online.head == "iqn", next_obs.shape[0]
-        if iqn and taus_next is None: taus_next = torch.rand(B, c.iqn_n_prime, device=next_obs.device)
-        if iqn and taus_select is None: taus_select = torch.rand(B, c.iqn_k, device=next_obs.device)
+@patch
+@torch.no_grad()
+def td_target(self: RainbowLearner, next_obs: Tensor, returns: Tensor, discount: Tensor, taus_next: Tensor | None = None,
+              taus_select: Tensor | None = None) -> Tensor:
+    "Double-DQN n-step target: scalar (B,), C51 projected distribution (B, n_atoms), IQN quantiles (B, N')."
+    c, iqn, B = self.config, self.online.head == "iqn", next_obs.shape[0]
+    if iqn and taus_next is None: taus_next = torch.rand(B, c.iqn_n_prime, device=next_obs.device)
+    if iqn and taus_select is None: taus_select = torch.rand(B, c.iqn_k, device=next_obs.device)
+    with self._autocast():
+        tgt = self.target(next_obs, taus_next) if iqn else self.target(next_obs)
+        selector = self.online if c.double else self.target
+        if c.double or iqn: q_sel = selector.expected_q(selector(next_obs, taus_select) if iqn else selector(next_obs))
+        else: q_sel = self.target.expected_q(tgt)
+    return self._target_from(q_sel, tgt, returns, discount)
+
+@patch
+def _td_terms(self: RainbowLearner, out: Tensor, q: Tensor, y: Tensor, a: Tensor, t_on: Tensor | None):
+    "Per-sample TD loss, CQL term (None when off), priority and Q(s, a_data) from the online output and target y."
+    c, head = self.config, self.online.head
+    if head == "iqn":
+        z = _pick(out.float(), a, 2)                                                   # (B, N)
+        td = quantile_huber_loss(z, y, t_on, c.kappa)
+        prio = td.detach()
+    elif head == "c51":
+        logp = _pick(out, a, 1)                                                        # (B, n_atoms)
+        td = -(y * logp).sum(-1)                                                       # cross-entropy
+        prio = (td.detach() + torch.xlogy(y, y).sum(-1)).clamp_min(0)                 # KL(target || prediction)
+    else:
+        q_sa = _pick(q, a, 1)
+        td = F.huber_loss(q_sa, y, reduction="none", delta=c.kappa)
+        prio = (q_sa.detach() - y).abs()
+    cql = cql_loss(q, a, c.cql_alpha) if c.use_cql else None
+    return td, cql, prio, _pick(q.detach(), a, 1)
+
+# %% ../nbs/08a_learner.ipynb #ceec2d7c
+@patch
+def _views(self: RainbowLearner, flat: Tensor) -> dict[str, Tensor]:
+    "Parameter-named views of a flat buffer (online layout)."
+    out, off = {}, 0
+    for name, n, shape in self._layout: out[name] = flat[off:off + n].view(shape); off += n
+    return out
+
+@patch
+@torch.no_grad()
+def _reset_noise(self: RainbowLearner) -> None:
+    "Redraw the noise of both networks with one draw (each its own part): reset_noise() of both, in one go."
+    if not self.online.noisy_layers: return
+    factorised_noise_(self._noise)
+    for net in (self.online, self.target):
+        for ei, eo, ew in net.noise_blocks: torch.mul(eo.unsqueeze(-1), ei.unsqueeze(-2), out=ew)
+
+@patch
+def _noise_index(self: RainbowLearner) -> tuple[Tensor, Tensor]:
+    "For each element of the streams' mu block: where its eps_out and eps_in live in a network's noise (-1: bias)."
+    pos, i = {}, 0                                      # layer -> (offset of its eps_in, of its eps_out) in `noise`
+    for L, o, p_, layers in self._noise_groups:
+        for k, (name, _) in enumerate(layers): pos[name] = (i + k * p_, i + L * p_ + k * o)
+        i += L * (p_ + o)
+    rows, cols = [], []
+    for key, n, shape in self._layout:
+        if not key.endswith(("weight_mu", "bias_mu")): continue
+        ei, eo = pos[key.rsplit(".", 1)[0]]
+        r = torch.arange(shape[0]) + eo
+        if key.endswith("weight_mu"):
+            rows.append(r.repeat_interleave(shape[1])); cols.append((torch.arange(shape[1]) + ei).repeat(shape[0]))
+        else: rows.append(r); cols.append(torch.full((n,), -1))
+    return torch.cat(rows).to(self.device), torch.cat(cols).to(self.device)
+
+@patch
+def draw_randoms(self: RainbowLearner, batch: int) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+    "The update's random numbers, drawn eagerly in program order: both networks' noise (in place), IQN's taus."
+    # outside any compiled region on purpose: Inductor may reorder two independent draws (00_hardware)
+    if self.config.use_noisy_nets: self._noise.normal_()
+    return self._draw_taus(batch)
+
+@patch
+def _noise_eps(self: RainbowLearner) -> tuple[Tensor | None, Tensor | None]:
+    "From the fresh draw in `_noise`: f(eps) (written back), both networks' outer products, each one's stream-block eps."
+    if not self.config.use_noisy_nets: return None, None
+    f = torch.copysign(self._noise.abs().sqrt(), self._noise)
+    self._noise.copy_(f)
+    n, ws, i = f.numel() // 2, [], 0
+    f2 = f.view(2, n)                                   # [online | target]: both networks' outer products at once
+    for L, o, p_, layers in self._noise_groups:
+        ei = f2[:, i:i + L * p_].view(2, L, p_); i += L * p_
+        eo = f2[:, i:i + L * o].view(2, L, o); i += L * o
+        ws.append((eo.unsqueeze(-1) * ei.unsqueeze(-2)).view(2, -1))
+    self._noise_w.view(2, -1).copy_(ws[0] if len(ws) == 1 else torch.cat(ws, 1))
+    # eps of every stream weight in mu-block order, gathered by index (a weight's eps_out[i] * eps_in[j], a bias's
+    # eps_out[i]): one elementwise kernel per network computes mu + sigma * eps over the whole block
+    rows, cols = self._eps_index
+    return tuple(torch.where(cols >= 0, fk[rows] * fk[cols.clamp(min=0)], fk[rows]) for fk in (f[:n], f[n:]))
+
+@patch
+def _forward_flat(self: RainbowLearner, flat: Tensor, eps: Tensor | None, obs: Tensor, taus: Tensor | None = None,
+                  grad: bool = True) -> Tensor:
+    "RainbowNetwork.forward (training mode) in plain ops on a flat parameter buffer; dueling streams as 2 matmuls."
+    net, c = self.online, self.config
+    lin_relu = _linear_relu_nograd if not grad else (lambda x, w, b: F.relu(F.linear(x, w, b)))
+    P = self._views(flat)
+    x = obs
+    for i in range(len(net.torso)): x = lin_relu(x, P[f"torso.{i}.weight"], P[f"torso.{i}.bias"])
+    if net.head == "iqn":
+        emb = torch.cos(taus.float().unsqueeze(-1) * net.cos_freq)
+        x = x.unsqueeze(1) * lin_relu(emb, P["tau_embed.weight"], P["tau_embed.bias"])
+    a0, a1, a2 = self._block
+    blk = flat[a0:a1] if eps is None else torch.addcmul(flat[a0:a1], flat[a1:a2], eps)   # every stream weight
+    A, no, S, d = net.n_actions, net.n_out, net.stream_dim, net.feature_dim
+    k = 2 if c.use_dueling else 1                      # [value | advantage] side by side, or the one Q stream
+    sizes = [k * S * d, k * S, (k - 1) * no * S, A * no * S, k * no - no + A * no]
+    wh, bh, wvo, wao, bo = torch.split(blk, sizes)
+    h = lin_relu(x, wh.view(k * S, d), bh)
+    if c.use_dueling:   # the two output layers as one block-diagonal matmul over [h_value | h_advantage]
+        wo = torch.cat([F.pad(wvo.view(no, S), (0, S)), F.pad(wao.view(A * no, S), (S, 0))])
+        y = F.linear(h, wo, bo)
+        v, a = y[..., :no].unsqueeze(-2), y[..., no:].unflatten(-1, (A, no))
+        q = (a - a.mean(-2, keepdim=True)) + v
+    else:
+        q = F.linear(h, wao.view(A * no, S), bo).unflatten(-1, (A, no))
+    if net.head == "c51": return F.log_softmax(q.float(), dim=-1)
+    return q.squeeze(-1)
+
+@patch
+def _update(self: RainbowLearner, obs: Tensor, action: Tensor, returns: Tensor, next_obs: Tensor, discount: Tensor,
+            weights: Tensor | None, obs_pair: Tensor | None, taus: tuple) -> dict[str, Tensor]:
+    "The update on the flat state, given its random numbers (`draw_randoms`): loss, torch.func.grad, clip, Adam, target."
+    c, head, on = self.config, self.online.head, self.online
+    B, n_micro = obs.shape[0], c.grad_accum_steps
+    m = B // n_micro
+    eps_on, eps_tg = self._noise_eps()
+    TP = self._tflat
+    a_all = action.long()
+    use_w = c.use_per and weights is not None
+
+    def loss_fn(P: Tensor, s: slice):
+        t_on, t_next, t_sel = (t[s] if t is not None else None for t in taus)
+        o, nxt, a = obs[s], next_obs[s], a_all[s]
         with self._autocast():
-            tgt = self.target(next_obs, taus_next) if iqn else self.target(next_obs)
-            selector = self.online if c.double else self.target
-            if c.double or iqn: q_sel = selector.expected_q(selector(next_obs, taus_select) if iqn else selector(next_obs))
-            else: q_sel = self.target.expected_q(tgt)
-        return self._target_from(q_sel, tgt, returns, discount)
+            if head == "iqn":
+                out = self._forward_flat(P, eps_on, o, t_on)
+                tgt = self._forward_flat(TP, eps_tg, nxt, t_next, grad=False)
+                sel = self._forward_flat(*((P.detach(), eps_on) if c.double else (TP, eps_tg)), nxt, t_sel, grad=False)
+                q_sel, q = on.expected_q(sel), on.expected_q(out)
+            elif c.double:   # one online pass over s_t and s_{t+n} (the replay's obs_pair holds both: no copy)
+                pair = obs_pair if obs_pair is not None and n_micro == 1 else torch.cat([o, nxt])
+                out_all = self._forward_flat(P, eps_on, pair)
+                q_all = on.expected_q(out_all)
+                out, q, q_sel = out_all[:o.shape[0]], q_all[:o.shape[0]], q_all[o.shape[0]:].detach()
+                tgt = self._forward_flat(TP, eps_tg, nxt, grad=False)
+            else:
+                out, tgt = self._forward_flat(P, eps_on, o), self._forward_flat(TP, eps_tg, nxt, grad=False)
+                q, q_sel = on.expected_q(out), on.expected_q(tgt)
+        y = self._target_from(q_sel, tgt, returns[s], discount[s]).detach()
+        td, cql, prio, q_data = self._td_terms(out, q, y, a, t_on)
+        w = weights[s].float() if use_w else None
+        # separate scalars, not a stacked (2,) vector: the two batch means are one fused reduction
+        parts = [(t * w if use_w else t).sum() / (m if n_micro == 1 else B) for t in ((td, cql) if c.use_cql else (td,))]
+        total = parts[0] + parts[1] if c.use_cql else parts[0]
+        return total, ([p.detach() for p in parts], total.detach(), prio, q_data)
 
-    def _td_terms(self, out: Tensor, q: Tensor, y: Tensor, a: Tensor, t_on: Tensor | None):
-        "Per-sample TD loss, CQL term (None when off), priority and Q(s, a_data) from the online output and target y."
-        c, head = self.config, self.online.head
-        if head == "iqn":
-            z = _pick(out.float(), a, 2)                                                   # (B, N)
-            td = quantile_huber_loss(z, y, t_on, c.kappa)
-            prio = td.detach()
-        elif head == "c51":
-            logp = _pick(out, a, 1)                                                        # (B, n_atoms)
-            td = -(y * logp).sum(-1)                                                       # cross-entropy
-            prio = (td.detach() + torch.xlogy(y, y).sum(-1)).clamp_min(0)                 # KL(target || prediction)
-        else:
-            q_sa = _pick(q, a, 1)
-            td = F.huber_loss(q_sa, y, reduction="none", delta=c.kappa)
-            prio = (q_sa.detach() - y).abs()
-        cql = cql_loss(q, a, c.cql_alpha) if c.use_cql else None
-        return td, cql, prio, _pick(q.detach(), a, 1)
+    grad = stats = loss = None
+    prios, qs = [], []
+    for i in range(n_micro):
+        g, (parts, total, prio, q_data) = torch.func.grad(loss_fn, has_aux=True)(self._flat, slice(i * m, (i + 1) * m))
+        if grad is None: grad, stats, loss = g, parts, total
+        else: grad, stats, loss = grad + g, [a_ + b_ for a_, b_ in zip(stats, parts)], loss + total
+        prios.append(prio); qs.append(q_data)
+    if self.grad_sync is not None: self.grad_sync([grad])            # data parallel: the ranks' mean gradient
+    with torch.no_grad():
+        grad_norm = torch.linalg.vector_norm(grad)                       # clip_grad_norm_, on the flat gradient
+        grad = grad * (c.max_grad_norm / (grad_norm + 1e-6)).clamp(max=1.0)
+        grp = self.optimizer.param_groups[0]                             # Adam (Kingma & Ba 2015), torch's form
+        (b1, b2), eps = grp["betas"], grp["eps"]
+        self._steps.add_(1)
+        step = self._steps[0]
+        self._m.lerp_(grad, 1 - b1)
+        self._v.mul_(b2).addcmul_(grad, grad, value=1 - b2)
+        denom = (self._v.sqrt() / (1 - b2 ** step).sqrt()).add_(eps)
+        self._flat.addcdiv_(self._m, denom * ((1 - b1 ** step) / -self._lr))   # p -= lr / (1 - b1^t) * m / denom
+        self.updates.add_(1)
+        if c.target_update == "polyak": self._tflat.lerp_(self._flat, c.tau)
+        else: self._tflat.copy_(torch.where(self.updates % c.target_update_period == 0, self._flat, self._tflat))
+    return {"loss": loss, "td_loss": stats[0], "cql_loss": stats[1] if c.use_cql else torch.zeros_like(loss),
+            "priorities": prios[0] if n_micro == 1 else torch.cat(prios), "grad_norm": grad_norm,
+            "q_mean": (qs[0] if n_micro == 1 else torch.cat(qs)).mean(), "lr": self._lr}
 
-    # ---- the flat update (what torch.compile fuses)
-    def _views(self, flat: Tensor) -> dict[str, Tensor]:
-        "Parameter-named views of a flat buffer (online layout)."
-        out, off = {}, 0
-        for name, n, shape in self._layout: out[name] = flat[off:off + n].view(shape); off += n
+@patch
+def _train_mode(self: RainbowLearner) -> None:
+    if not (self.online.training and self.target.training): self.online.train(); self.target.train()
+
+@patch
+def _unpack(self: RainbowLearner, batch) -> RainbowBatch:
+    if isinstance(batch, RainbowBatch): return batch
+    return RainbowBatch(*(_get_field(batch, k) for k in RainbowBatch._fields))
+
+@patch
+def check_batch(self: RainbowLearner, batch) -> RainbowBatch:
+    "Validate a batch's shapes, dtypes and device on the host (no sync); ValueError naming the problem."
+    b = self._unpack(batch)
+    for k, t in b._asdict().items():
+        if t is None and k == "weights": continue
+        if not isinstance(t, Tensor): raise ValueError(f"batch.{k} must be a torch.Tensor, got {type(t).__name__}")
+        if t.device != self.device:
+            raise ValueError(f"batch.{k} is on {t.device} but the learner is on {self.device}: move the batch "
+                             "(or build the learner on the replay's device)")
+    B = b.obs.shape[0]
+    if b.obs.ndim != 2 or b.obs.shape[1] != self.obs_dim or not b.obs.is_floating_point():
+        raise ValueError(f"batch.obs must be a float tensor (B, {self.obs_dim}), got {tuple(b.obs.shape)} {b.obs.dtype}")
+    if b.next_obs.shape != b.obs.shape or not b.next_obs.is_floating_point():
+        raise ValueError(f"batch.next_obs must match obs {tuple(b.obs.shape)}, got {tuple(b.next_obs.shape)} {b.next_obs.dtype}")
+    if b.action.shape != (B,) or b.action.is_floating_point() or b.action.dtype == torch.bool:
+        raise ValueError(f"batch.action must be an integer tensor ({B},), got {tuple(b.action.shape)} {b.action.dtype}")
+    for k in ("returns", "discount", "weights"):
+        t = getattr(b, k)
+        if t is not None and (t.shape != (B,) or not t.is_floating_point()):
+            raise ValueError(f"batch.{k} must be a float tensor ({B},), got {tuple(t.shape)} {t.dtype}")
+    if B < 1 or B % self.config.grad_accum_steps:
+        raise ValueError(f"batch size {B} must be a positive multiple of grad_accum_steps={self.config.grad_accum_steps}")
+    return b
+
+@patch
+def update(self: RainbowLearner, batch) -> dict[str, Tensor]:
+    "One update from a batch: checked on the host, then replayed from a CUDA graph (CUDA) or run eagerly (CPU)."
+    b = self.check_batch(batch)
+    self._train_mode()
+    if not self.graphed: return self._step(b)
+    if self._graph_step is None:
+        self._static = RainbowBatch(*(t.clone() if t is not None else None for t in b))
+        self._graph_step = capture_graph(lambda: self._step(self._static), state=self.state_tensors,
+                                         device=self.device)
+    else:
+        for k, s, t in zip(RainbowBatch._fields, self._static, b):
+            if (s is None) != (t is None) or (s is not None and s.shape != t.shape):
+                raise ValueError(f"batch.{k} has shape {None if t is None else tuple(t.shape)} but the captured update "
+                                 f"was built for {None if s is None else tuple(s.shape)}: keep the batch size fixed")
+            if s is not None and s.data_ptr() != t.data_ptr(): s.copy_(t)
+    return self._graph_step()
+
+@patch
+def _step(self: RainbowLearner, b: RainbowBatch) -> dict[str, Tensor]:
+    "Draw the update's random numbers eagerly, then run the update (compiled where `compiled`)."
+    return self._core(*b, None, self.draw_randoms(b.obs.shape[0]))
+
+@patch
+def learn_step(self: RainbowLearner, replay, features: Tensor, batch_size: int, *,
+               reward_scale: float = 1.0) -> Callable[[], dict[str, Tensor]]:
+    "Sample `replay`, run this learner's update, write the priorities back: one capturable step (compiled on CUDA)."
+    for k in ("check_sample", "sample", "sample_uniforms", "update_priorities", "window", "device"):
+        if not hasattr(replay, k):
+            raise TypeError(f"replay must be a gpurl.replay ReplayBuffer / PrioritizedReplayBuffer, got {type(replay).__name__}")
+    replay.check_sample(batch_size, features)
+    if torch.device(replay.device) != self.device:
+        raise ValueError(f"the replay lives on {replay.device} but the learner on {self.device}: build both on one device")
+    if replay.window * features.shape[1] + 1 != self.obs_dim:
+        raise ValueError(f"the replay's observations have window*F + 1 = {replay.window * features.shape[1] + 1} "
+                         f"values but the learner's obs_dim is {self.obs_dim}")
+    if batch_size % self.config.grad_accum_steps:
+        raise ValueError(f"batch_size={batch_size} must be a multiple of grad_accum_steps={self.config.grad_accum_steps}")
+    if isinstance(reward_scale, bool) or not isinstance(reward_scale, (int, float)) or not 0 < reward_scale < math.inf:
+        raise ValueError(f"reward_scale must be a finite number > 0, got {reward_scale!r}")
+    def sample_update_write(u: Tensor, taus: tuple) -> dict[str, Tensor]:
+        b = replay.sample(batch_size, features, u=u, check=False)
+        out = self._update(b.obs, b.action, b.returns * reward_scale, b.next_obs, b.discount, b.weights,
+                           b.obs_pair, taus)
+        replay.update_priorities(b.indices, out["priorities"], check=False)
         return out
+    core = capture_compile(sample_update_write) if self.compiled else sample_update_write
+    self._train_mode()
+    def step() -> dict[str, Tensor]:
+        u = replay.sample_uniforms(batch_size)              # every draw eagerly, in this order; then the rest
+        return core(u, self.draw_randoms(batch_size))
+    return step
 
-    @torch.no_grad()
-    def _reset_noise(self) -> None:
-        "Redraw the noise of both networks with one draw (each its own part): reset_noise() of both, in one go."
-        if not self.online.noisy_layers: return
-        factorised_noise_(self._noise)
-        for net in (self.online, self.target):
-            for ei, eo, ew in net.noise_blocks: torch.mul(eo.unsqueeze(-1), ei.unsqueeze(-2), out=ew)
+@patch
+def state_tensors(self: RainbowLearner) -> list[Tensor]:
+    "Every tensor an update changes in place (flat weights, target, Adam, counters, noise): what a capture restores."
+    return [self._flat, self._tflat, self._m, self._v, self._steps, self.updates, self._noise, self._noise_w]
 
-    def _noise_index(self) -> tuple[Tensor, Tensor]:
-        "For each element of the streams' mu block: where its eps_out and eps_in live in a network's noise (-1: bias)."
-        pos, i = {}, 0                                      # layer -> (offset of its eps_in, of its eps_out) in `noise`
-        for L, o, p_, layers in self._noise_groups:
-            for k, (name, _) in enumerate(layers): pos[name] = (i + k * p_, i + L * p_ + k * o)
-            i += L * (p_ + o)
-        rows, cols = [], []
-        for key, n, shape in self._layout:
-            if not key.endswith(("weight_mu", "bias_mu")): continue
-            ei, eo = pos[key.rsplit(".", 1)[0]]
-            r = torch.arange(shape[0]) + eo
-            if key.endswith("weight_mu"):
-                rows.append(r.repeat_interleave(shape[1])); cols.append((torch.arange(shape[1]) + ei).repeat(shape[0]))
-            else: rows.append(r); cols.append(torch.full((n,), -1))
-        return torch.cat(rows).to(self.device), torch.cat(cols).to(self.device)
+# %% ../nbs/08a_learner.ipynb #aee6ac0c
+@patch
+def named_tensors(self: RainbowLearner) -> dict[str, Tensor]:
+    "What a weights checkpoint holds: the online network's tensors under their stable names."
+    return dict(self.online.state_dict())
 
-    def draw_randoms(self, batch: int) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
-        "The update's random numbers, drawn eagerly in program order: both networks' noise (in place), IQN's taus."
-        # outside any compiled region on purpose: Inductor may reorder two independent draws (00_hardware)
-        if self.config.use_noisy_nets: self._noise.normal_()
-        return self._draw_taus(batch)
+@patch
+def state_dict(self: RainbowLearner) -> dict:
+    "Full state for resume: both networks, Adam (moments, steps, lr), the update counter and the config."
+    return {"online": self.online.state_dict(), "target": self.target.state_dict(),
+            "optimizer": self.optimizer.state_dict(), "updates": self.updates, "lr": self._lr,
+            "config": self.config.to_dict()}
 
-    def _noise_eps(self) -> tuple[Tensor | None, Tensor | None]:
-        "From the fresh draw in `_noise`: f(eps) (written back), both networks' outer products, each one's stream-block eps."
-        if not self.config.use_noisy_nets: return None, None
-        f = torch.copysign(self._noise.abs().sqrt(), self._noise)
-        self._noise.copy_(f)
-        n, ws, i = f.numel() // 2, [], 0
-        f2 = f.view(2, n)                                   # [online | target]: both networks' outer products at once
-        for L, o, p_, layers in self._noise_groups:
-            ei = f2[:, i:i + L * p_].view(2, L, p_); i += L * p_
-            eo = f2[:, i:i + L * o].view(2, L, o); i += L * o
-            ws.append((eo.unsqueeze(-1) * ei.unsqueeze(-2)).view(2, -1))
-        self._noise_w.view(2, -1).copy_(ws[0] if len(ws) == 1 else torch.cat(ws, 1))
-        # eps of every stream weight in mu-block order, gathered by index (a weight's eps_out[i] * eps_in[j], a bias's
-        # eps_out[i]): one elementwise kernel per network computes mu + sigma * eps over the whole block
-        rows, cols = self._eps_index
-        return tuple(torch.where(cols >= 0, fk[rows] * fk[cols.clamp(min=0)], fk[rows]) for fk in (f[:n], f[n:]))
-
-    def _forward_flat(self, flat: Tensor, eps: Tensor | None, obs: Tensor, taus: Tensor | None = None,
-                      grad: bool = True) -> Tensor:
-        "RainbowNetwork.forward (training mode) in plain ops on a flat parameter buffer; dueling streams as 2 matmuls."
-        net, c = self.online, self.config
-        lin_relu = _linear_relu_nograd if not grad else (lambda x, w, b: F.relu(F.linear(x, w, b)))
-        P = self._views(flat)
-        x = obs
-        for i in range(len(net.torso)): x = lin_relu(x, P[f"torso.{i}.weight"], P[f"torso.{i}.bias"])
-        if net.head == "iqn":
-            emb = torch.cos(taus.float().unsqueeze(-1) * net.cos_freq)
-            x = x.unsqueeze(1) * lin_relu(emb, P["tau_embed.weight"], P["tau_embed.bias"])
-        a0, a1, a2 = self._block
-        blk = flat[a0:a1] if eps is None else torch.addcmul(flat[a0:a1], flat[a1:a2], eps)   # every stream weight
-        A, no, S, d = net.n_actions, net.n_out, net.stream_dim, net.feature_dim
-        k = 2 if c.use_dueling else 1                      # [value | advantage] side by side, or the one Q stream
-        sizes = [k * S * d, k * S, (k - 1) * no * S, A * no * S, k * no - no + A * no]
-        wh, bh, wvo, wao, bo = torch.split(blk, sizes)
-        h = lin_relu(x, wh.view(k * S, d), bh)
-        if c.use_dueling:   # the two output layers as one block-diagonal matmul over [h_value | h_advantage]
-            wo = torch.cat([F.pad(wvo.view(no, S), (0, S)), F.pad(wao.view(A * no, S), (S, 0))])
-            y = F.linear(h, wo, bo)
-            v, a = y[..., :no].unsqueeze(-2), y[..., no:].unflatten(-1, (A, no))
-            q = (a - a.mean(-2, keepdim=True)) + v
-        else:
-            q = F.linear(h, wao.view(A * no, S), bo).unflatten(-1, (A, no))
-        if net.head == "c51": return F.log_softmax(q.float(), dim=-1)
-        return q.squeeze(-1)
-
-    def _update(self, obs: Tensor, action: Tensor, returns: Tensor, next_obs: Tensor, discount: Tensor,
-                weights: Tensor | None, obs_pair: Tensor | None, taus: tuple) -> dict[str, Tensor]:
-        "The update on the flat state, given its random numbers (`draw_randoms`): loss, torch.func.grad, clip, Adam, target."
-        c, head, on = self.config, self.online.head, self.online
-        B, n_micro = obs.shape[0], c.grad_accum_steps
-        m = B // n_micro
-        eps_on, eps_tg = self._noise_eps()
-        TP = self._tflat
-        a_all = action.long()
-        use_w = c.use_per and weights is not None
-
-        def loss_fn(P: Tensor, s: slice):
-            t_on, t_next, t_sel = (t[s] if t is not None else None for t in taus)
-            o, nxt, a = obs[s], next_obs[s], a_all[s]
-            with self._autocast():
-                if head == "iqn":
-                    out = self._forward_flat(P, eps_on, o, t_on)
-                    tgt = self._forward_flat(TP, eps_tg, nxt, t_next, grad=False)
-                    sel = self._forward_flat(*((P.detach(), eps_on) if c.double else (TP, eps_tg)), nxt, t_sel, grad=False)
-                    q_sel, q = on.expected_q(sel), on.expected_q(out)
-                elif c.double:   # one online pass over s_t and s_{t+n} (the replay's obs_pair holds both: no copy)
-                    pair = obs_pair if obs_pair is not None and n_micro == 1 else torch.cat([o, nxt])
-                    out_all = self._forward_flat(P, eps_on, pair)
-                    q_all = on.expected_q(out_all)
-                    out, q, q_sel = out_all[:o.shape[0]], q_all[:o.shape[0]], q_all[o.shape[0]:].detach()
-                    tgt = self._forward_flat(TP, eps_tg, nxt, grad=False)
-                else:
-                    out, tgt = self._forward_flat(P, eps_on, o), self._forward_flat(TP, eps_tg, nxt, grad=False)
-                    q, q_sel = on.expected_q(out), on.expected_q(tgt)
-            y = self._target_from(q_sel, tgt, returns[s], discount[s]).detach()
-            td, cql, prio, q_data = self._td_terms(out, q, y, a, t_on)
-            w = weights[s].float() if use_w else None
-            # separate scalars, not a stacked (2,) vector: the two batch means are one fused reduction
-            parts = [(t * w if use_w else t).sum() / (m if n_micro == 1 else B) for t in ((td, cql) if c.use_cql else (td,))]
-            total = parts[0] + parts[1] if c.use_cql else parts[0]
-            return total, ([p.detach() for p in parts], total.detach(), prio, q_data)
-
-        grad = stats = loss = None
-        prios, qs = [], []
-        for i in range(n_micro):
-            g, (parts, total, prio, q_data) = torch.func.grad(loss_fn, has_aux=True)(self._flat, slice(i * m, (i + 1) * m))
-            if grad is None: grad, stats, loss = g, parts, total
-            else: grad, stats, loss = grad + g, [a_ + b_ for a_, b_ in zip(stats, parts)], loss + total
-            prios.append(prio); qs.append(q_data)
-        if self.grad_sync is not None: self.grad_sync([grad])            # data parallel: the ranks' mean gradient
-        with torch.no_grad():
-            grad_norm = torch.linalg.vector_norm(grad)                       # clip_grad_norm_, on the flat gradient
-            grad = grad * (c.max_grad_norm / (grad_norm + 1e-6)).clamp(max=1.0)
-            grp = self.optimizer.param_groups[0]                             # Adam (Kingma & Ba 2015), torch's form
-            (b1, b2), eps = grp["betas"], grp["eps"]
-            self._steps.add_(1)
-            step = self._steps[0]
-            self._m.lerp_(grad, 1 - b1)
-            self._v.mul_(b2).addcmul_(grad, grad, value=1 - b2)
-            denom = (self._v.sqrt() / (1 - b2 ** step).sqrt()).add_(eps)
-            self._flat.addcdiv_(self._m, denom * ((1 - b1 ** step) / -self._lr))   # p -= lr / (1 - b1^t) * m / denom
-            self.updates.add_(1)
-            if c.target_update == "polyak": self._tflat.lerp_(self._flat, c.tau)
-            else: self._tflat.copy_(torch.where(self.updates % c.target_update_period == 0, self._flat, self._tflat))
-        return {"loss": loss, "td_loss": stats[0], "cql_loss": stats[1] if c.use_cql else torch.zeros_like(loss),
-                "priorities": prios[0] if n_micro == 1 else torch.cat(prios), "grad_norm": grad_norm,
-                "q_mean": (qs[0] if n_micro == 1 else torch.cat(qs)).mean(), "lr": self._lr}
-
-    def _train_mode(self) -> None:
-        if not (self.online.training and self.target.training): self.online.train(); self.target.train()
-
-    def _unpack(self, batch) -> RainbowBatch:
-        if isinstance(batch, RainbowBatch): return batch
-        return RainbowBatch(*(_get_field(batch, k) for k in RainbowBatch._fields))
-
-    def check_batch(self, batch) -> RainbowBatch:
-        "Validate a batch's shapes, dtypes and device on the host (no sync); ValueError naming the problem."
-        b = self._unpack(batch)
-        for k, t in b._asdict().items():
-            if t is None and k == "weights": continue
-            if not isinstance(t, Tensor): raise ValueError(f"batch.{k} must be a torch.Tensor, got {type(t).__name__}")
-            if t.device != self.device:
-                raise ValueError(f"batch.{k} is on {t.device} but the learner is on {self.device}: move the batch "
-                                 "(or build the learner on the replay's device)")
-        B = b.obs.shape[0]
-        if b.obs.ndim != 2 or b.obs.shape[1] != self.obs_dim or not b.obs.is_floating_point():
-            raise ValueError(f"batch.obs must be a float tensor (B, {self.obs_dim}), got {tuple(b.obs.shape)} {b.obs.dtype}")
-        if b.next_obs.shape != b.obs.shape or not b.next_obs.is_floating_point():
-            raise ValueError(f"batch.next_obs must match obs {tuple(b.obs.shape)}, got {tuple(b.next_obs.shape)} {b.next_obs.dtype}")
-        if b.action.shape != (B,) or b.action.is_floating_point() or b.action.dtype == torch.bool:
-            raise ValueError(f"batch.action must be an integer tensor ({B},), got {tuple(b.action.shape)} {b.action.dtype}")
-        for k in ("returns", "discount", "weights"):
-            t = getattr(b, k)
-            if t is not None and (t.shape != (B,) or not t.is_floating_point()):
-                raise ValueError(f"batch.{k} must be a float tensor ({B},), got {tuple(t.shape)} {t.dtype}")
-        if B < 1 or B % self.config.grad_accum_steps:
-            raise ValueError(f"batch size {B} must be a positive multiple of grad_accum_steps={self.config.grad_accum_steps}")
-        return b
-
-    def update(self, batch) -> dict[str, Tensor]:
-        "One update from a batch: checked on the host, then replayed from a CUDA graph (CUDA) or run eagerly (CPU)."
-        b = self.check_batch(batch)
-        self._train_mode()
-        if not self.graphed: return self._step(b)
-        if self._graph_step is None:
-            self._static = RainbowBatch(*(t.clone() if t is not None else None for t in b))
-            self._graph_step = capture_graph(lambda: self._step(self._static), state=self.state_tensors,
-                                             device=self.device)
-        else:
-            for k, s, t in zip(RainbowBatch._fields, self._static, b):
-                if (s is None) != (t is None) or (s is not None and s.shape != t.shape):
-                    raise ValueError(f"batch.{k} has shape {None if t is None else tuple(t.shape)} but the captured update "
-                                     f"was built for {None if s is None else tuple(s.shape)}: keep the batch size fixed")
-                if s is not None and s.data_ptr() != t.data_ptr(): s.copy_(t)
-        return self._graph_step()
-
-    def _step(self, b: RainbowBatch) -> dict[str, Tensor]:
-        "Draw the update's random numbers eagerly, then run the update (compiled where `compiled`)."
-        return self._core(*b, None, self.draw_randoms(b.obs.shape[0]))
-
-    def learn_step(self, replay, features: Tensor, batch_size: int, *,
-                   reward_scale: float = 1.0) -> Callable[[], dict[str, Tensor]]:
-        "Sample `replay`, run this learner's update, write the priorities back: one capturable step (compiled on CUDA)."
-        for k in ("check_sample", "sample", "sample_uniforms", "update_priorities", "window", "device"):
-            if not hasattr(replay, k):
-                raise TypeError(f"replay must be a gpurl.replay ReplayBuffer / PrioritizedReplayBuffer, got {type(replay).__name__}")
-        replay.check_sample(batch_size, features)
-        if torch.device(replay.device) != self.device:
-            raise ValueError(f"the replay lives on {replay.device} but the learner on {self.device}: build both on one device")
-        if replay.window * features.shape[1] + 1 != self.obs_dim:
-            raise ValueError(f"the replay's observations have window*F + 1 = {replay.window * features.shape[1] + 1} "
-                             f"values but the learner's obs_dim is {self.obs_dim}")
-        if batch_size % self.config.grad_accum_steps:
-            raise ValueError(f"batch_size={batch_size} must be a multiple of grad_accum_steps={self.config.grad_accum_steps}")
-        if isinstance(reward_scale, bool) or not isinstance(reward_scale, (int, float)) or not 0 < reward_scale < math.inf:
-            raise ValueError(f"reward_scale must be a finite number > 0, got {reward_scale!r}")
-        def sample_update_write(u: Tensor, taus: tuple) -> dict[str, Tensor]:
-            b = replay.sample(batch_size, features, u=u, check=False)
-            out = self._update(b.obs, b.action, b.returns * reward_scale, b.next_obs, b.discount, b.weights,
-                               b.obs_pair, taus)
-            replay.update_priorities(b.indices, out["priorities"], check=False)
-            return out
-        core = capture_compile(sample_update_write) if self.compiled else sample_update_write
-        self._train_mode()
-        def step() -> dict[str, Tensor]:
-            u = replay.sample_uniforms(batch_size)              # every draw eagerly, in this order; then the rest
-            return core(u, self.draw_randoms(batch_size))
-        return step
-
-    def state_tensors(self) -> list[Tensor]:
-        "Every tensor an update changes in place (flat weights, target, Adam, counters, noise): what a capture restores."
-        return [self._flat, self._tflat, self._m, self._v, self._steps, self.updates, self._noise, self._noise_w]
-
-    # ---- state
-    def named_tensors(self) -> dict[str, Tensor]:
-        "What a weights checkpoint holds: the online network's tensors under their stable names."
-        return dict(self.online.state_dict())
-
-    def state_dict(self) -> dict:
-        "Full state for resume: both networks, Adam (moments, steps, lr), the update counter and the config."
-        return {"online": self.online.state_dict(), "target": self.target.state_dict(),
-                "optimizer": self.optimizer.state_dict(), "updates": self.updates, "lr": self._lr,
-                "config": self.config.to_dict()}
-
-    @torch.no_grad()
-    def load_state_dict(self, state: dict) -> None:
-        "Load a state_dict in place (tensors keep their storage, so a captured graph stays valid)."
-        if "config" in state and RainbowConfig.from_dict(state["config"]).head != self.config.head:
-            raise ValueError(f"state is for a {RainbowConfig.from_dict(state['config']).head} head, "
-                             f"this learner has a {self.config.head} head")
-        self.online.load_state_dict(state["online"]); self.target.load_state_dict(state["target"])
-        opt = state["optimizer"]["state"]
-        for i, p in enumerate(self._params):
-            src = opt.get(i, opt.get(str(i)))
-            if src is None: raise ValueError(f"optimizer state has no entry for parameter {i}")
-            for k, v in self.optimizer.state[p].items(): v.copy_(torch.as_tensor(src[k]))
-        self.updates.copy_(torch.as_tensor(state["updates"]))
-        self.lr = state.get("lr", state["optimizer"]["param_groups"][0]["lr"])
+@patch
+@torch.no_grad()
+def load_state_dict(self: RainbowLearner, state: dict) -> None:
+    "Load a state_dict in place (tensors keep their storage, so a captured graph stays valid)."
+    if "config" in state and RainbowConfig.from_dict(state["config"]).head != self.config.head:
+        raise ValueError(f"state is for a {RainbowConfig.from_dict(state['config']).head} head, "
+                         f"this learner has a {self.config.head} head")
+    self.online.load_state_dict(state["online"]); self.target.load_state_dict(state["target"])
+    opt = state["optimizer"]["state"]
+    for i, p in enumerate(self._params):
+        src = opt.get(i, opt.get(str(i)))
+        if src is None: raise ValueError(f"optimizer state has no entry for parameter {i}")
+        for k, v in self.optimizer.state[p].items(): v.copy_(torch.as_tensor(src[k]))
+    self.updates.copy_(torch.as_tensor(state["updates"]))
+    self.lr = state.get("lr", state["optimizer"]["param_groups"][0]["lr"])
