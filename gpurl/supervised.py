@@ -429,9 +429,9 @@ def _update(self: SupervisedTrainer) -> None:
 # %% ../nbs/12_supervised.ipynb #558361ef
 @patch
 def _state_tensors(self: SupervisedTrainer) -> list[Tensor]:
-    "Every tensor a step changes in place: weights, gradients, AdamW's state, the metric sums (what a capture restores)."
+    "Every tensor a step changes in place: weights, gradients, AdamW's state, buffers (BatchNorm statistics), the metric sums (what a capture restores)."
     opt = [t for s in self.optimizer.state.values() for t in s.values() if isinstance(t, Tensor)]
-    return [*self._params, *(p.grad for p in self._params if p.grad is not None), *opt, self._acc, self._steps]
+    return [*self._params, *(p.grad for p in self._params if p.grad is not None), *opt, *self.model.buffers(), self._acc, self._steps]
 
 @patch
 def _run(self: SupervisedTrainer, kind: str) -> None:
