@@ -247,7 +247,7 @@ def _fused(model: CfC, x: Tensor, timespans: Tensor | None) -> bool:
 # %% ../nbs/13_liquid.ipynb #e63ce47e
 @patch
 def forward(self: CfC, x: Tensor, h0: Tensor | None = None, timespans: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    "Outputs (B, T, units) and the last state (B, units): the whole sequence fused where `_fused` allows, else cell by cell."
+    "Outputs (B, T, units) and the last state (B, units): the whole sequence fused where the mode allows (see above), else cell by cell."
     ts = _check_sequence(x, self.input_size, h0, self.units, timespans)
     first, F_ = self.backbone[0] if len(self.backbone) else self.head, self.input_size
     u = F.linear(x, first.weight[:, :F_], first.bias)          # the input's share of the first layer, all steps at once
