@@ -553,7 +553,7 @@ def _sigterm_as_interrupt(signum, frame):
 
 @call_parse
 def gpurl_train(
-    algo: str = None,        # dqn (Rainbow DQN, default), ppo; supervised on bars: mlp, cfc, ltc (liquid), mamba2; on order books: mlplob
+    algo: str = None,        # dqn (Rainbow DQN, default), ppo; supervised on bars: mlp, cfc, ltc (liquid), mamba2; on order books: mlplob, tlob, deeplob
     data: str = None,        # synthetic (default) or PATH.csv / PATH.parquet of OHLCV bars; order-book models: synthetic_lob or an FI-2010 file
     config: str = None,      # JSON of trainer-config overrides (a hyperparameter search's output); optional "driver" and "synthetic" sections
     folds: int = None,       # at most this many walk-forward folds, the most recent, ending at the last bar (default 10; synthetic: 3)
