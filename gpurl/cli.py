@@ -34,7 +34,8 @@ from .distributed import (MultiGpuConfig, Worker, WorkerFailure, data_parallel, 
                                launch, rank_config, restart_count, torchrun_command, torchrun_worker)
 
 # %% auto #0
-__all__ = ['DEFAULTS', 'SYNTHETIC_FOLDS', 'LOB_DEFAULTS', 'UsageError', 'resolve', 'ResumePoint', 'train', 'gpurl_train']
+__all__ = ['DEFAULTS', 'SYNTHETIC_FOLDS', 'LOB_DEFAULTS', 'UsageError', 'resolve', 'ResumePoint', 'train', 'run_console',
+           'gpurl_train']
 
 # %% ../nbs/21_cli.ipynb #b308a0a8
 DEFAULTS = dict(algo="dqn", data="synthetic", folds=10, train_bars=1000, val_bars=300, test_bars=400, embargo=0,
@@ -551,6 +552,18 @@ def train(algo: str | None = None, data: str | None = None, config: str | dict |
 def _sigterm_as_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
+def run_console(name: str, main: Callable[[], object], failures: tuple[type[BaseException], ...] = ()):
+    "Run a console script's `main()`: SIGTERM as Ctrl-C; as a command, a UsageError is one line and exit 2, `failures` exit 1, Ctrl-C 130 (from Python they raise)."
+    cli = is_cli()
+    if cli and sys.platform != "win32": signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    try: return main()
+    except (UsageError, *failures) as e:
+        if not cli: raise
+        print(f"{name}: error: {e}", file=sys.stderr); sys.exit(2 if isinstance(e, UsageError) else 1)
+    except KeyboardInterrupt:
+        if not cli: raise
+        sys.exit(130)
+
 @call_parse
 def gpurl_train(
     algo: str = None,        # dqn (Rainbow DQN, default), ppo; supervised on bars: mlp, cfc, ltc (liquid), mamba2; on order books: mlplob, tlob, deeplob
@@ -576,19 +589,8 @@ def gpurl_train(
     quiet: bool = False,     # no progress bars (the summary table is still printed)
 ):
     "Train a model walk-forward on OHLCV bars (DQN, PPO, bar MLP) or order-book events (MLPLOB); write config, metrics, checkpoints, results, a report."
-    cli = is_cli()
-    if cli and sys.platform != "win32": signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
-    try:
-        train(algo=algo, data=data, config=config, folds=folds, train_bars=train_bars, val_bars=val_bars,
-              test_bars=test_bars, embargo=embargo, date_col=date_col, cost_bps=cost_bps, epochs=epochs, seed=seed, device=device,
-              gpu_ids=gpu_ids, out=out, resume=resume, progress=not quiet, nproc_per_node=nproc_per_node, nnodes=nnodes,
-              rdzv_endpoint=rdzv_endpoint, max_restarts=max_restarts)
-    except UsageError as e:
-        if not cli: raise
-        print(f"gpurl_train: error: {e}", file=sys.stderr); sys.exit(2)
-    except WorkerFailure as e:
-        if not cli: raise
-        print(f"gpurl_train: error: {e}", file=sys.stderr); sys.exit(1)
-    except KeyboardInterrupt:
-        if not cli: raise
-        sys.exit(130)
+    run_console("gpurl_train", lambda: train(
+        algo=algo, data=data, config=config, folds=folds, train_bars=train_bars, val_bars=val_bars, test_bars=test_bars,
+        embargo=embargo, date_col=date_col, cost_bps=cost_bps, epochs=epochs, seed=seed, device=device, gpu_ids=gpu_ids,
+        out=out, resume=resume, progress=not quiet, nproc_per_node=nproc_per_node, nnodes=nnodes,
+        rdzv_endpoint=rdzv_endpoint, max_restarts=max_restarts), failures=(WorkerFailure,))

@@ -26,7 +26,7 @@ def get_model(name: str) -> ModelSpec:
     "The registered model `name` (importing a built-in model's module on first use); a ValueError lists the names there are."
     if name not in MODELS and name in _ON_IMPORT: importlib.import_module(_ON_IMPORT[name])
     if name not in MODELS:
-        raise ValueError(f"no model is registered as {name!r}: use one of {', '.join(sorted(MODELS))}")
+        raise ValueError(f"no model is registered as {name!r}: use one of {', '.join(sorted(set(MODELS) | set(_ON_IMPORT)))}")
     return MODELS[name]
 
 # %% ../nbs/19_registry.ipynb #842987c5

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 from torch import Tensor
-from fastcore.script import call_parse, is_cli
+from fastcore.script import call_parse
 from tqdm import tqdm
 import optuna
 from optuna.trial import TrialState
@@ -25,7 +25,7 @@ from .walkforward import DriverConfig, train_walk_forward
 from .registry import get_model
 from .rundir import RunConfig, write_json
 from .run import Run, load_run
-from .cli import UsageError, resolve, train
+from .cli import UsageError, resolve, run_console, train
 
 # %% auto #0
 __all__ = ['DEFAULT_SPACES', 'searchable', 'check_space', 'read_space', 'suggest', 'validate_settings', 'open_storage',
@@ -570,9 +570,6 @@ variance comes from their validation Sharpes.
     atomic_write_bytes(sw.path / "report.md", text.encode())
 
 # %% ../nbs/22_sweep.ipynb #fa7d20d2
-def _sigterm_as_interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
-
 @call_parse
 def gpurl_sweep(
     algo: str = None,        # the model to tune: dqn (default), ppo, mlp, ... (gpurl_train's --algo)
@@ -598,19 +595,10 @@ def gpurl_sweep(
     quiet: bool = False,     # no progress bars
 ):
     "Tune a model's settings on validation bars with Optuna (TPE, median pruning), re-run the winner on the test folds, deflate it by every trial."
-    cli = is_cli()
-    if cli and sys.platform != "win32": signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
-    try:
-        sw = sweep(algo=algo, data=data, trials=trials, space=space, config=config, storage=storage, study=study, folds=folds,
-                   train_bars=train_bars, val_bars=val_bars, test_bars=test_bars, embargo=embargo, cost_bps=cost_bps,
-                   epochs=epochs, seed=seed, date_col=date_col, device=device, out=out, resume=resume, worker=worker,
-                   progress=not quiet)
-    except UsageError as e:
-        if not cli: raise
-        print(f"gpurl_sweep: error: {e}", file=sys.stderr); sys.exit(2)
-    except KeyboardInterrupt:
-        if not cli: raise
-        sys.exit(130)
+    sw = run_console("gpurl_sweep", lambda: sweep(
+        algo=algo, data=data, trials=trials, space=space, config=config, storage=storage, study=study, folds=folds,
+        train_bars=train_bars, val_bars=val_bars, test_bars=test_bars, embargo=embargo, cost_bps=cost_bps, epochs=epochs,
+        seed=seed, date_col=date_col, device=device, out=out, resume=resume, worker=worker, progress=not quiet))
     if sw is not None:
         print(f"gpurl_sweep {sw.study.study_name}: best trial {sw.best.number}, val Sharpe {sw.best.value:.2f}\n"
               f"{verdict(sw.deflated)}\nsettings: {sw.path / 'best.json'}\nreport:   {sw.path / 'report.md'}")
