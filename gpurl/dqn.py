@@ -4,6 +4,7 @@
 
 # %% ../nbs/10_dqn.ipynb #9074ede0
 from __future__ import annotations
+from fastcore.basics import patch
 import dataclasses, functools, json, math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -87,9 +88,11 @@ class DqnTrainerConfig(Config):
         "`to_dict` as JSON text."
         return json.dumps(self.to_dict(), indent=1)
 
-# %% ../nbs/10_dqn.ipynb #1e7b3c95
+# %% ../nbs/10_dqn.ipynb #9d65b41f
 class DQNTrainer:
+
     "Rainbow DQN (IQN + CQL by default) trading one fold: device env, GPU n-step replay, captured cycles; a FoldTrainer."
+
     def __init__(self, config: DqnTrainerConfig | None, train: FoldData, *, device=None):
         cfg = DqnTrainerConfig() if config is None else config
         if not isinstance(cfg, DqnTrainerConfig):
@@ -112,7 +115,6 @@ class DQNTrainer:
             self._graphs, self._learn_step = {}, None
             self._bind(train)
 
-    # ---- data, env, replay
     def _new_replay(self) -> ReplayBuffer:
         cfg, rb = self.config, self.config.rainbow
         kw = dict(n_step=rb.n_step, gamma=rb.gamma, window=cfg.env.window, positions=cfg.env.positions, device=self.device)
@@ -139,142 +141,15 @@ class DQNTrainer:
             levels = self.env.position_values.repeat_interleave(T)
             self._pair_obs = make_observation(self.features, bars, levels, W)
 
-    # ---- one learn cycle
-    def _autocast(self):
-        return self.learner.precision.autocast_context(self.device.type)
-
-    @torch.no_grad()
-    def _refresh(self) -> Tensor | None:
-        "New acting noise; in table mode the greedy action of every (position, bar) pair, (K * T,) int64."
-        net = self.learner.online
-        if self.config.rainbow.use_noisy_nets: net.reset_noise()
-        if not self.table: return None
-        taus = None
-        if net.head == "iqn": taus = net.acting_taus(1, self.device).expand(self._pair_obs.shape[0], -1)
-        with self._autocast(): return net.q_values(self._pair_obs, taus).argmax(-1)
-
-    def _epsilon(self) -> Tensor | None:
-        "Linear epsilon schedule over transitions (device scalar); None with noisy nets (they explore)."
-        cfg = self.config
-        if cfg.rainbow.use_noisy_nets: return None
-        frac = (1.0 - self._steps.to(torch.float32) * (cfg.n_envs / cfg.eps_decay)).clamp(0.0, 1.0)
-        return cfg.eps_end + (cfg.eps_start - cfg.eps_end) * frac
-
-    @torch.no_grad()
-    def _collect_step(self, greedy: Tensor | None, eps: Tensor | None) -> None:
-        "Step every env once and append to the replay (device only, capturable); one compiled step where fused."
-        n, dev = self.config.n_envs, self.device
-        self.env.draw_restarts()                          # random draws outside the compiled step: the eager order
-        explore = None if eps is None else (torch.rand(n, device=dev), torch.randint(0, self.n_actions, (n,), device=dev))
-        (self._fused_collect or self._act_and_store)(greedy, eps, explore)
-
-    def _act_and_store(self, greedy: Tensor | None, eps: Tensor | None, explore: tuple[Tensor, Tensor] | None) -> None:
-        "Act (table lookup or network; epsilon-greedy from `explore` uniforms and actions), advance the envs, store."
-        env = self.env
-        bar, pos = env.bar, env.position                 # fresh tensors: the state the action is taken in
-        if greedy is not None: a = torch.take(greedy, torch.add(bar, pos, alpha=env.n_bars))
-        else:
-            with self._autocast(): a = self.learner.online.q_values(env.obs).argmax(-1)
-        if eps is not None: a = torch.where(explore[0] < eps, explore[1], a)
-        env.advance(a)
-        self.replay.add(bar, pos, a, env.reward, env.terminated, env.truncated, check=False)   # raw log returns, scaled when sampled
-        self._reward_acc.add_(env.reward)
-
-    def _learn(self) -> None:
-        "The learner's learn step (sample, update, priority write-back) and the metrics accumulated (device only, capturable)."
-        out = self._learn_step()
-        self._acc.add_(torch.stack([out["loss"], out["td_loss"], out["cql_loss"], out["q_mean"], out["grad_norm"],
-                                    torch.ones_like(out["loss"])]).float())
-
-    def _cycle(self, learn: bool) -> None:
-        "Refresh the policy, collect learn_every steps, then (after the warm-up) one update."
-        greedy, eps = self._refresh(), self._epsilon()
-        for _ in range(self.config.learn_every): self._collect_step(greedy, eps)
-        self._steps.add_(self.config.learn_every)
-        if learn: self._learn()
-
-    # ---- running cycles: eagerly, or replaying a captured graph
-    def _state_tensors(self) -> list[Tensor]:
-        "Every tensor a cycle changes in place: learner, replay, env, counters and the epoch's metric sums."
-        return [*self.learner.state_tensors(), *self.replay.state_tensors(), *self.env.state_tensors(),
-                self._steps, self._acc, self._reward_acc]
-
-    def _capture(self, learn: bool) -> Callable[[], None]:
-        "One cycle as a CUDA graph (`gpurl.hardware.capture_graph`: the warm-up cycles leave no trace)."
-        return capture_graph(lambda: self._cycle(learn), state=self._state_tensors, generators=[self.env.generator],
-                             device=self.device)
-
-    def _run(self, learn: bool, cycles: int) -> None:
-        "Run `cycles` learn cycles (collect-only when `learn` is False); host bookkeeping only."
-        if cycles < 1: return
-        if self.captured:
-            if learn not in self._graphs: self._graphs[learn] = self._capture(learn)
-            g = self._graphs[learn]
-            for _ in range(cycles): g()
-        else:
-            for _ in range(cycles): self._cycle(learn)
-        self.host_steps += cycles * self.config.learn_every
-
-    def warmup_steps(self) -> int:
-        "Vector env steps collected before the first update: `max(warmup, batch_size)` transitions plus an n-step window."
-        cfg = self.config
-        return -(-max(cfg.warmup, cfg.batch_size) // cfg.n_envs) + cfg.rainbow.n_step
-
-    @TrainerGlobals.method
-    def collect(self, steps: int) -> None:
-        "Collect at least `steps` vector env steps with the current policy, no learning (whole cycles of learn_every)."
-        self._run(False, -(-steps // self.config.learn_every))
-
-    # ---- FoldTrainer
     @property
     def lr(self) -> Tensor:
         "The learner's learning rate: a device scalar shared with Adam (the driver scales it in place)."
         return self.learner.lr
 
-    @TrainerGlobals.method
-    def train_epoch(self) -> dict[str, Tensor]:
-        "steps_per_epoch env steps with an update every learn_every (a warm-up first); device metrics, no host sync."
-        cfg = self.config
-        if not self.warm:
-            self.collect(max(0, self.warmup_steps() - self.host_steps))
-            self.warm = True
-        if self._learn_step is None:                     # checks the replay and the batch once, before any capture
-            self._learn_step = self.learner.learn_step(self.replay, self.features, cfg.batch_size,
-                                                       reward_scale=self.reward_scale)
-        self._acc.zero_(); self._reward_acc.zero_()
-        self._run(True, cfg.steps_per_epoch // cfg.learn_every)
-        a = self._acc.clone()
-        n = a[5].clamp(min=1.0)
-        eps = self._epsilon()
-        return {"loss": a[0] / n, "td_loss": a[1] / n, "cql_loss": a[2] / n, "q": a[3] / n / self.reward_scale,
-                "grad_norm": a[4] / n, "reward": self._reward_acc.sum() / (cfg.steps_per_epoch * cfg.n_envs),
-                "epsilon": eps if eps is not None else torch.zeros((), device=self.device),
-                "step": self._steps * cfg.n_envs, "updates": self.learner.updates.clone()}
-
-    @TrainerGlobals.method
-    @torch.no_grad()
-    def act_scores(self, obs: Tensor) -> Tensor:
-        "Greedy scores (B, n_actions) of the online network in eval mode (mean weights, IQN midpoint taus)."
-        net = self.learner.online
-        was = net.training
-        net.eval()
-        try:
-            with self._autocast(): return net.q_values(obs).float()
-        finally: net.train(was)
-
     @property
     def env_config(self) -> EnvConfig:
         "The trainer's environment settings (what its validation and test backtests use)."
         return self.config.env
-
-    @TrainerGlobals.method
-    def validate(self, data: FoldData) -> dict[str, Tensor]:
-        "Greedy batched backtest of `data` (`gpurl.walkforward.validation_metrics`): Sharpe, Sortino, drawdown... (device)."
-        return walkforward.validation_metrics(self, data)
-
-    def model_metadata(self) -> dict[str, str]:
-        "The model card every checkpoint of this trainer carries (`gpurl.walkforward.model_card`)."
-        return walkforward.model_card("dqn", f"dqn-{self.config.rainbow.head}", self.config, self.obs_dim, self.n_actions)
 
     @classmethod
     def policy_from(cls, config: DqnTrainerConfig, metadata: Mapping[str, str], tensors: dict[str, Tensor]) -> nn.Module:
@@ -282,42 +157,6 @@ class DQNTrainer:
         net = RainbowNetwork(int(metadata["obs_dim"]), int(metadata["n_actions"]), config.rainbow)
         net.load_state_dict(tensors)
         return _GreedyQ(net.eval())
-
-    def named_tensors(self) -> dict[str, Tensor]:
-        "The online network's live tensors under stable names (what a weights checkpoint holds)."
-        return self.learner.named_tensors()
-
-    @TrainerGlobals.method
-    def state_dict(self) -> dict:
-        "Full state for resume: learner (networks, Adam), replay contents, env state, counters, RNGs, config."
-        return {"learner": self.learner.state_dict(), "replay": self.replay.state_dict(), "env": self.env.state_dict(),
-                "steps": self._steps, "host_steps": self.host_steps, "warm": self.warm, "rng": rng_state(),
-                "config": self.config.to_dict()}
-
-    @TrainerGlobals.method
-    def load_state_dict(self, state: dict) -> None:
-        "Restore a `state_dict()` in place (captured graphs stay valid); a state of another shape is a ValueError."
-        theirs = state.get("config")
-        if theirs is not None:
-            mine, other = self.config.to_dict(), DqnTrainerConfig.from_dict(theirs).to_dict()
-            diff = [k for k in ("n_envs", "replay_capacity") if mine[k] != other[k]]
-            diff += [f"env.{k}" for k in ("window", "positions") if mine["env"][k] != other["env"][k]]
-            diff += [f"rainbow.{k}" for k in ("hidden", "use_iqn", "use_distributional", "use_dueling",
-                                              "use_noisy_nets", "use_per", "n_step") if mine["rainbow"][k] != other["rainbow"][k]]
-            if diff: raise ValueError(f"the state belongs to a trainer with other {diff}: "
-                                      + ", ".join(f"{k}" for k in diff) + " must match to resume")
-        self.learner.load_state_dict(state["learner"])
-        self.replay.load_state_dict(state["replay"])
-        self.env.load_state_dict(state["env"])
-        with torch.no_grad(): self._steps.copy_(torch.as_tensor(state["steps"]))
-        self.host_steps, self.warm = int(state["host_steps"]), bool(state["warm"])
-        if "rng" in state: set_rng_state(state["rng"])
-
-    # ---- the seed's entry points: thin calls of gpurl.walkforward
-    def train_with_preloaded_data(self, train: FoldData, val: FoldData, checkpoint_callback=None,
-                                  driver: walkforward.DriverConfig | None = None, **options) -> walkforward.FoldResult:
-        "Train one fold (this trainer was built on `train`): `gpurl.walkforward.train_fold(self, (train, val), driver, ...)`."
-        return walkforward.train_fold(self, (train, val), driver, checkpoint_callback, **options)
 
     @classmethod
     def train_walk_forward(cls, config: DqnTrainerConfig | None, folds: Iterable, checkpoint_callback=None,
@@ -330,6 +169,190 @@ class DQNTrainer:
         return (f"DQNTrainer({c.rainbow.head} head, hidden={list(c.rainbow.hidden)}, n_envs={c.n_envs}, window={c.env.window}, "
                 f"acting={'table' if self.table else 'obs'}, captured={self.captured}, device={self.device})")
 
+# %% ../nbs/10_dqn.ipynb #d78052ff
+@patch
+def _autocast(self: DQNTrainer):
+    return self.learner.precision.autocast_context(self.device.type)
+
+@patch
+@torch.no_grad()
+def _refresh(self: DQNTrainer) -> Tensor | None:
+    "New acting noise; in table mode the greedy action of every (position, bar) pair, (K * T,) int64."
+    net = self.learner.online
+    if self.config.rainbow.use_noisy_nets: net.reset_noise()
+    if not self.table: return None
+    taus = None
+    if net.head == "iqn": taus = net.acting_taus(1, self.device).expand(self._pair_obs.shape[0], -1)
+    with self._autocast(): return net.q_values(self._pair_obs, taus).argmax(-1)
+
+@patch
+def _epsilon(self: DQNTrainer) -> Tensor | None:
+    "Linear epsilon schedule over transitions (device scalar); None with noisy nets (they explore)."
+    cfg = self.config
+    if cfg.rainbow.use_noisy_nets: return None
+    frac = (1.0 - self._steps.to(torch.float32) * (cfg.n_envs / cfg.eps_decay)).clamp(0.0, 1.0)
+    return cfg.eps_end + (cfg.eps_start - cfg.eps_end) * frac
+
+@patch
+@torch.no_grad()
+def _collect_step(self: DQNTrainer, greedy: Tensor | None, eps: Tensor | None) -> None:
+    "Step every env once and append to the replay (device only, capturable); one compiled step where fused."
+    n, dev = self.config.n_envs, self.device
+    self.env.draw_restarts()                          # random draws outside the compiled step: the eager order
+    explore = None if eps is None else (torch.rand(n, device=dev), torch.randint(0, self.n_actions, (n,), device=dev))
+    (self._fused_collect or self._act_and_store)(greedy, eps, explore)
+
+@patch
+def _act_and_store(self: DQNTrainer, greedy: Tensor | None, eps: Tensor | None, explore: tuple[Tensor, Tensor] | None) -> None:
+    "Act (table lookup or network; epsilon-greedy from `explore` uniforms and actions), advance the envs, store."
+    env = self.env
+    bar, pos = env.bar, env.position                 # fresh tensors: the state the action is taken in
+    if greedy is not None: a = torch.take(greedy, torch.add(bar, pos, alpha=env.n_bars))
+    else:
+        with self._autocast(): a = self.learner.online.q_values(env.obs).argmax(-1)
+    if eps is not None: a = torch.where(explore[0] < eps, explore[1], a)
+    env.advance(a)
+    self.replay.add(bar, pos, a, env.reward, env.terminated, env.truncated, check=False)   # raw log returns, scaled when sampled
+    self._reward_acc.add_(env.reward)
+
+@patch
+def _learn(self: DQNTrainer) -> None:
+    "The learner's learn step (sample, update, priority write-back) and the metrics accumulated (device only, capturable)."
+    out = self._learn_step()
+    self._acc.add_(torch.stack([out["loss"], out["td_loss"], out["cql_loss"], out["q_mean"], out["grad_norm"],
+                                torch.ones_like(out["loss"])]).float())
+
+@patch
+def _cycle(self: DQNTrainer, learn: bool) -> None:
+    "Refresh the policy, collect learn_every steps, then (after the warm-up) one update."
+    greedy, eps = self._refresh(), self._epsilon()
+    for _ in range(self.config.learn_every): self._collect_step(greedy, eps)
+    self._steps.add_(self.config.learn_every)
+    if learn: self._learn()
+
+# %% ../nbs/10_dqn.ipynb #27128983
+@patch
+def _state_tensors(self: DQNTrainer) -> list[Tensor]:
+    "Every tensor a cycle changes in place: learner, replay, env, counters and the epoch's metric sums."
+    return [*self.learner.state_tensors(), *self.replay.state_tensors(), *self.env.state_tensors(),
+            self._steps, self._acc, self._reward_acc]
+
+@patch
+def _capture(self: DQNTrainer, learn: bool) -> Callable[[], None]:
+    "One cycle as a CUDA graph (`gpurl.hardware.capture_graph`: the warm-up cycles leave no trace)."
+    return capture_graph(lambda: self._cycle(learn), state=self._state_tensors, generators=[self.env.generator],
+                         device=self.device)
+
+@patch
+def _run(self: DQNTrainer, learn: bool, cycles: int) -> None:
+    "Run `cycles` learn cycles (collect-only when `learn` is False); host bookkeeping only."
+    if cycles < 1: return
+    if self.captured:
+        if learn not in self._graphs: self._graphs[learn] = self._capture(learn)
+        g = self._graphs[learn]
+        for _ in range(cycles): g()
+    else:
+        for _ in range(cycles): self._cycle(learn)
+    self.host_steps += cycles * self.config.learn_every
+
+@patch
+def warmup_steps(self: DQNTrainer) -> int:
+    "Vector env steps collected before the first update: `max(warmup, batch_size)` transitions plus an n-step window."
+    cfg = self.config
+    return -(-max(cfg.warmup, cfg.batch_size) // cfg.n_envs) + cfg.rainbow.n_step
+
+@patch
+@TrainerGlobals.method
+def collect(self: DQNTrainer, steps: int) -> None:
+    "Collect at least `steps` vector env steps with the current policy, no learning (whole cycles of learn_every)."
+    self._run(False, -(-steps // self.config.learn_every))
+
+# %% ../nbs/10_dqn.ipynb #94d8332b
+@patch
+@TrainerGlobals.method
+def train_epoch(self: DQNTrainer) -> dict[str, Tensor]:
+    "steps_per_epoch env steps with an update every learn_every (a warm-up first); device metrics, no host sync."
+    cfg = self.config
+    if not self.warm:
+        self.collect(max(0, self.warmup_steps() - self.host_steps))
+        self.warm = True
+    if self._learn_step is None:                     # checks the replay and the batch once, before any capture
+        self._learn_step = self.learner.learn_step(self.replay, self.features, cfg.batch_size,
+                                                   reward_scale=self.reward_scale)
+    self._acc.zero_(); self._reward_acc.zero_()
+    self._run(True, cfg.steps_per_epoch // cfg.learn_every)
+    a = self._acc.clone()
+    n = a[5].clamp(min=1.0)
+    eps = self._epsilon()
+    return {"loss": a[0] / n, "td_loss": a[1] / n, "cql_loss": a[2] / n, "q": a[3] / n / self.reward_scale,
+            "grad_norm": a[4] / n, "reward": self._reward_acc.sum() / (cfg.steps_per_epoch * cfg.n_envs),
+            "epsilon": eps if eps is not None else torch.zeros((), device=self.device),
+            "step": self._steps * cfg.n_envs, "updates": self.learner.updates.clone()}
+
+@patch
+@TrainerGlobals.method
+@torch.no_grad()
+def act_scores(self: DQNTrainer, obs: Tensor) -> Tensor:
+    "Greedy scores (B, n_actions) of the online network in eval mode (mean weights, IQN midpoint taus)."
+    net = self.learner.online
+    was = net.training
+    net.eval()
+    try:
+        with self._autocast(): return net.q_values(obs).float()
+    finally: net.train(was)
+
+@patch
+@TrainerGlobals.method
+def validate(self: DQNTrainer, data: FoldData) -> dict[str, Tensor]:
+    "Greedy batched backtest of `data` (`gpurl.walkforward.validation_metrics`): Sharpe, Sortino, drawdown... (device)."
+    return walkforward.validation_metrics(self, data)
+
+@patch
+def model_metadata(self: DQNTrainer) -> dict[str, str]:
+    "The model card every checkpoint of this trainer carries (`gpurl.walkforward.model_card`)."
+    return walkforward.model_card("dqn", f"dqn-{self.config.rainbow.head}", self.config, self.obs_dim, self.n_actions)
+
+@patch
+def named_tensors(self: DQNTrainer) -> dict[str, Tensor]:
+    "The online network's live tensors under stable names (what a weights checkpoint holds)."
+    return self.learner.named_tensors()
+
+@patch
+@TrainerGlobals.method
+def state_dict(self: DQNTrainer) -> dict:
+    "Full state for resume: learner (networks, Adam), replay contents, env state, counters, RNGs, config."
+    return {"learner": self.learner.state_dict(), "replay": self.replay.state_dict(), "env": self.env.state_dict(),
+            "steps": self._steps, "host_steps": self.host_steps, "warm": self.warm, "rng": rng_state(),
+            "config": self.config.to_dict()}
+
+@patch
+@TrainerGlobals.method
+def load_state_dict(self: DQNTrainer, state: dict) -> None:
+    "Restore a `state_dict()` in place (captured graphs stay valid); a state of another shape is a ValueError."
+    theirs = state.get("config")
+    if theirs is not None:
+        mine, other = self.config.to_dict(), DqnTrainerConfig.from_dict(theirs).to_dict()
+        diff = [k for k in ("n_envs", "replay_capacity") if mine[k] != other[k]]
+        diff += [f"env.{k}" for k in ("window", "positions") if mine["env"][k] != other["env"][k]]
+        diff += [f"rainbow.{k}" for k in ("hidden", "use_iqn", "use_distributional", "use_dueling",
+                                          "use_noisy_nets", "use_per", "n_step") if mine["rainbow"][k] != other["rainbow"][k]]
+        if diff: raise ValueError(f"the state belongs to a trainer with other {diff}: "
+                                  + ", ".join(f"{k}" for k in diff) + " must match to resume")
+    self.learner.load_state_dict(state["learner"])
+    self.replay.load_state_dict(state["replay"])
+    self.env.load_state_dict(state["env"])
+    with torch.no_grad(): self._steps.copy_(torch.as_tensor(state["steps"]))
+    self.host_steps, self.warm = int(state["host_steps"]), bool(state["warm"])
+    if "rng" in state: set_rng_state(state["rng"])
+
+# %% ../nbs/10_dqn.ipynb #4c74726f
+@patch
+def train_with_preloaded_data(self: DQNTrainer, train: FoldData, val: FoldData, checkpoint_callback=None,
+                              driver: walkforward.DriverConfig | None = None, **options) -> walkforward.FoldResult:
+    "Train one fold (this trainer was built on `train`): `gpurl.walkforward.train_fold(self, (train, val), driver, ...)`."
+    return walkforward.train_fold(self, (train, val), driver, checkpoint_callback, **options)
+
+# %% ../nbs/10_dqn.ipynb #e2dcf9d9
 class _GreedyQ(nn.Module):
     "A RainbowNetwork as a policy: observations (B, obs_dim) -> Q values (B, n_actions), float32."
     def __init__(self, net: RainbowNetwork):
