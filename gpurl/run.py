@@ -612,10 +612,8 @@ def classification(self: Run) -> dict:
     m, cm = macro_f1_margin(y, p, b, C), confusion_matrix(y, p, C)
     return {**m, "verdict": _margin_verdict(m), "accuracy": float(accuracy(cm)), "confusion": cm.tolist()}
 
-def _margin(d) -> str:
+def _margin(v, lo, hi) -> str:
     "An F1 margin with its 95% interval, e.g. '+0.21 [+0.18, +0.24]'."
-    v = d.get("margin") if isinstance(d, dict) else d["f1_margin"]
-    lo, hi = (d.get("low"), d.get("high")) if isinstance(d, dict) else (d["margin_low"], d["margin_high"])
     if v is None or (isinstance(v, float) and not math.isfinite(v)): return "-"
     return f"{v:+.2f}" + (f" [{lo:+.2f}, {hi:+.2f}]" if lo is not None and math.isfinite(lo) else "")
 
@@ -626,7 +624,7 @@ def _scored_verdict(run: Run) -> str:
            "too short": "has too few test events to compare with"}[c["verdict"]]
     folds = ", ".join(f"{v} in {k} of {len(run.folds)}" for v, k in tb["verdict"].value_counts().items())
     return (f"{run.config.algo.upper()} {how} the majority class out of sample: stitched test macro-F1 {_f(c['f1'])} vs "
-            f"{_f(c['baseline_f1'])}, a margin of {_margin(c)} (95% CI, stationary bootstrap over events, mean block "
+            f"{_f(c['baseline_f1'])}, a margin of {_margin(c['margin'], c['low'], c['high'])} (95% CI, stationary bootstrap over events, mean block "
             f"{_f(c.get('block_length'), '{:.1f}')}); per fold: {folds}. Scored, not priced: no backtest, no Sharpe")
 
 _SCORED_HEAD = ["fold", "test events", "epochs", "stop", "best epoch", "val F1", "test F1", "majority F1",
@@ -635,11 +633,11 @@ _SCORED_HEAD = ["fold", "test events", "epochs", "stop", "best epoch", "val F1",
 def _scored_rows(run: Run) -> list[list]:
     "The unpriced results table: one row per fold, then the stitched test events."
     rows = [[k, f"{_f(x.test_start, '{:,.0f}')}..{_f(x.test_end, '{:,.0f}')}", x.epochs_run, x.stop_reason, _f(x.best_epoch, "{:.0f}"),
-             _f(x.val_f1), _f(x.test_f1), _f(x.test_majority_f1), _margin(x), x.verdict, _f(x.test_accuracy)]
+             _f(x.val_f1), _f(x.test_f1), _f(x.test_majority_f1), _margin(x.f1_margin, x.margin_low, x.margin_high), x.verdict, _f(x.test_accuracy)]
             for k, x in run.table().iterrows()]
     if run.complete:
         c = run.classification()
-        rows.append(["all", "stitched", "", "", "", "", _f(c["f1"]), _f(c["baseline_f1"]), _margin(c), c["verdict"], _f(c["accuracy"])])
+        rows.append(["all", "stitched", "", "", "", "", _f(c["f1"]), _f(c["baseline_f1"]), _margin(c["margin"], c["low"], c["high"]), c["verdict"], _f(c["accuracy"])])
     return rows
 
 def _scored_summary(run: Run) -> str:

@@ -57,12 +57,12 @@ def confusion_matrix(target: Tensor, pred: Tensor, n_classes: int) -> Tensor:
     return counts[:-1].view(C, C)
 
 def macro_f1(confusion: Tensor) -> Tensor:
-    "Macro-F1 as scikit-learn computes it: mean over the classes present in targets or predictions of 2TP / (2TP + FP + FN)."
+    "Macro-F1 as scikit-learn computes it of a confusion matrix (..., C, C): mean over the classes present in targets or predictions of 2TP / (2TP + FP + FN)."
     cm = confusion.to(torch.float64)
-    tp = cm.diagonal()
-    denom = cm.sum(0) + cm.sum(1)                                                # 2TP + FP + FN
+    tp = cm.diagonal(dim1=-2, dim2=-1)
+    denom = cm.sum(-2) + cm.sum(-1)                                              # 2TP + FP + FN
     present = denom > 0
-    return (2 * tp / denom.clamp_min(1)).sum() / present.sum().clamp_min(1)
+    return (2 * tp / denom.clamp_min(1)).sum(-1) / present.sum(-1).clamp_min(1)
 
 def accuracy(confusion: Tensor) -> Tensor:
     "Share of the counted rows predicted right (0 when there are none)."
@@ -97,7 +97,7 @@ def macro_f1_margin(targets: Tensor, predictions: Tensor, baseline: Tensor, n_cl
         cells = torch.arange(len(idx)).unsqueeze(1) * (C * C) + y[idx] * C
         conf = lambda q: torch.zeros(len(idx) * C * C, dtype=torch.int64).scatter_add_(
             0, (cells + q[idx]).flatten(), torch.ones(idx.numel(), dtype=torch.int64)).view(-1, C, C)
-        margins.append(torch.stack([macro_f1(m) for m in conf(p)]) - torch.stack([macro_f1(m) for m in conf(b)]))
+        margins.append(macro_f1(conf(p)) - macro_f1(conf(b)))                  # one F1 per resample
     m = torch.cat(margins)
     lo, hi = torch.quantile(m, torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=m.dtype)).tolist()
     return {**out, "low": lo, "high": hi, "block_length": block}

@@ -154,7 +154,7 @@ class FoldResult:
     test_returns: Tensor | None = field(default=None, repr=False, compare=False)    # not serialised
     test_positions: Tensor | None = field(default=None, repr=False, compare=False)
     test_bh_returns: Tensor | None = field(default=None, repr=False, compare=False)
-    test_scored: dict[str, Tensor] | None = field(default=None, repr=False, compare=False)   # a ScoredTrainer's test rows
+    test_scored: dict[str, Tensor] | None = field(default=None, repr=False, compare=False)   # an unpriced ScoredTrainer's scored test rows
 
     def curve(self, key: str) -> list[float]:
         "One history column over the epochs (a learning curve), e.g. `curve('val_sharpe')`."
@@ -463,13 +463,14 @@ def _host_floats(metrics: dict[str, Tensor]) -> dict[str, float]:
     return dict(zip(metrics, vals.tolist()))
 
 def _evaluate_fold(trainer, splits: FoldSplits, fr: FoldResult, overrides: dict) -> None:
-    "Backtest the (restored) best weights on val and test where priced; add a scored trainer's task metrics and test rows."
+    "Backtest the (restored) best weights on val and test where priced; add a scored trainer's task metrics (and its test rows where unpriced)."
     if _priced(trainer): _backtest_fold(trainer, splits, fr, overrides)
     if isinstance(trainer, ScoredTrainer):
         fr.val.update(_host_floats(trainer.task_metrics(splits.val)))
         fr.test.update(_host_floats(trainer.task_metrics(splits.test)))
-        fr.test_scored = {k: v.detach().cpu() for k, v in trainer.scored_rows(splits.test).items()}
-        if not _priced(trainer): fr.bar_index = fr.test_scored["row_index"].tolist()   # the rows scored
+        if not _priced(trainer):                                   # the report scores these rows: nothing to backtest
+            fr.test_scored = {k: v.detach().cpu() for k, v in trainer.scored_rows(splits.test).items()}
+            fr.bar_index = fr.test_scored["row_index"].tolist()
 
 def _backtest_fold(trainer, splits: FoldSplits, fr: FoldResult, overrides: dict) -> None:
     "Backtest the (restored) best weights on the val and test bars; fill `fr`'s val/test/buy-and-hold/DSR fields."
