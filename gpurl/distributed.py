@@ -21,7 +21,7 @@ from .supervised import SupervisedConfig, SupervisedTrainer
 
 # %% auto #0
 __all__ = ['SCALING', 'MultiGpuConfig', 'Worker', 'torchrun_worker', 'restart_count', 'init_worker', 'NcclGradientSync',
-           'rank_config', 'shard_labels', 'grad_sync_owner', 'DistributedTrainer', 'data_parallel',
+           'rank_config', 'shard_labels', 'grad_sync_owner', 'DistributedTrainer', 'replica_class', 'data_parallel',
            'discard_checkpoint', 'WorkerFailure', 'torchrun_command', 'launch']
 
 # %% ../nbs/17_distributed.ipynb #90e29e28
@@ -219,6 +219,12 @@ def _replicated_keys(trainer) -> tuple[str, ...]:
 # %% ../nbs/17_distributed.ipynb #c354b08c
 class DistributedTrainer:
     "A trainer replica of a torchrun job: rank 0's weights at start, gradients synced, rank 0's validation, all ranks' state."
+    trainer: object; worker: Worker; config: Config; sync: NcclGradientSync     # the replica's own attributes
+
+    def __new__(cls, trainer, *args, **kwargs):
+        "An instance of `replica_class(cls, trainer)`: the trainer's public attributes visible on the replica's class."
+        return super().__new__(replica_class(cls, trainer))
+
     def __init__(self, trainer, worker: Worker, sync: NcclGradientSync | None = None, run_config: Config | None = None):
         self.trainer, self.worker = trainer, worker
         self.config = trainer.config if run_config is None else run_config   # the run's config: one config hash on every rank
@@ -241,6 +247,19 @@ class DistributedTrainer:
         return getattr(self.trainer, name)
 
     def __repr__(self) -> str: return f"DistributedTrainer(rank {self.worker.rank}/{self.worker.world_size}, {self.trainer!r})"
+
+_REPLICA_CLASSES: dict[tuple, type] = {}
+
+def replica_class(cls: type, trainer) -> type:
+    "`cls` plus a read- and write-through property for each public attribute of `trainer` that `cls` does not define."
+    own = set(dir(cls)) | set(getattr(cls, "__annotations__", {}))
+    names = tuple(sorted(n for n in dir(trainer) if not n.startswith("_") and n not in own))
+    key = (cls, type(trainer), names)
+    if key not in _REPLICA_CLASSES:
+        through = lambda n: property(lambda self: getattr(self.trainer, n), lambda self, v: setattr(self.trainer, n, v),
+                                     doc=f"The wrapped trainer's `{n}`.")
+        _REPLICA_CLASSES[key] = type(f"Distributed{type(trainer).__name__}", (cls,), {n: through(n) for n in names})
+    return _REPLICA_CLASSES[key]
 
 # %% ../nbs/17_distributed.ipynb #089b8d51
 @patch

@@ -348,7 +348,7 @@ def capture_graph(fn: Callable[[], object], *, state: Callable[[], Iterable[torc
     def replay():
         graph.replay()
         return out
-    replay.graph = graph
+    replay.graph, replay.step = graph, fn    # the graph reads the memory fn's closure holds (a model's weights): keep it alive
     return replay
 
 # %% ../nbs/00_hardware.ipynb #36e72476

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import copy, dataclasses, math
 from dataclasses import dataclass, field
-from typing import ClassVar, Mapping, Sequence
+from typing import Callable, ClassVar, Mapping, Sequence
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -591,3 +591,29 @@ def bar_targets(cls: SupervisedTrainer, config: SupervisedConfig, log_returns: T
 
 walkforward.register_model("mlp", SupervisedTrainer, BarMlpConfig, quickstart=dict(   # gpurl_train's small default
     hidden=[32, 32], batch_size=64, lr=3e-3, horizon=1))
+
+# %% ../nbs/12_supervised.ipynb #4e83cc14
+_SERVING_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+@patch
+@TrainerGlobals.method
+def predictor(self: SupervisedTrainer, batch: int = 1, dtype: torch.dtype = torch.float32) -> Callable[[Tensor], Tensor]:
+    "Inference on windows (batch, window, n_features) -> float32 outputs (batch, n_outputs): a frozen copy of the weights in `dtype`, one CUDA graph replay a call (eager on the CPU)."
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1: raise ValueError(f"batch must be an int >= 1, got {batch!r}")
+    if dtype not in _SERVING_DTYPES: raise ValueError(f"dtype must be one of {_SERVING_DTYPES}, got {dtype!r}")
+    c, W, F_ = self.config, self.config.env.window, self.n_features
+    frozen = SupervisedModel(c.build_model(F_), W, F_, c.task, c.trade_threshold)
+    frozen.load_state_dict(self.model.state_dict())
+    frozen = frozen.to(self.device, dtype).eval().requires_grad_(False)
+    x_in = torch.zeros(batch, W, F_, dtype=dtype, device=self.device)
+    def forward() -> Tensor:
+        with torch.no_grad(): return frozen(x_in).float()
+    run = capture_graph(forward, device=self.device) if cuda_graphs_available(self.device) else forward
+    def predict_windows(x: Tensor) -> Tensor:
+        "Outputs of windows x (batch, window, n_features), a new float32 tensor on the trainer's device."
+        if tuple(x.shape) != (batch, W, F_):
+            raise ValueError(f"this predictor takes windows of shape {(batch, W, F_)}, got {tuple(x.shape)}: build one "
+                             f"for another batch with predictor(batch=...)")
+        x_in.copy_(x)
+        return run().clone()
+    return predict_windows

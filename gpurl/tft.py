@@ -40,7 +40,7 @@ def check_quantiles(quantiles: Sequence[float]) -> tuple[float, ...]:
 
 def quantile_loss(forecast: Tensor, target: Tensor, quantiles: Sequence[float]) -> Tensor:
     "Mean pinball loss of forecasts (..., Q) against targets (...): mean of max(q e, (q - 1) e), e = target - forecast."
-    q = torch.as_tensor(quantiles, dtype=forecast.dtype, device=forecast.device)
+    q = torch.cat([forecast.new_full((1,), level) for level in quantiles])   # filled on the device: CUDA-graph safe
     e = target.unsqueeze(-1).to(forecast.dtype) - forecast
     return torch.maximum(q * e, (q - 1) * e).mean()
 
