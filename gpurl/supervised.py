@@ -602,7 +602,8 @@ def predictor(self: SupervisedTrainer, batch: int = 1, dtype: torch.dtype = torc
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1: raise ValueError(f"batch must be an int >= 1, got {batch!r}")
     if dtype not in _SERVING_DTYPES: raise ValueError(f"dtype must be one of {_SERVING_DTYPES}, got {dtype!r}")
     c, W, F_ = self.config, self.config.env.window, self.n_features
-    frozen = SupervisedModel(c.build_model(F_), W, F_, c.task, c.trade_threshold)
+    with torch.random.fork_rng(devices=[]):        # the copy's throwaway initial weights draw on no one's stream
+        frozen = SupervisedModel(c.build_model(F_), W, F_, c.task, c.trade_threshold)
     frozen.load_state_dict(self.model.state_dict())
     frozen = frozen.to(self.device, dtype).eval().requires_grad_(False)
     x_in = torch.zeros(batch, W, F_, dtype=dtype, device=self.device)
