@@ -128,28 +128,6 @@ class RainbowLearner:
         self._static: RainbowBatch | None = None
         self._core = capture_compile(self._update) if self.compiled else self._update
         self.grad_sync = None        # data-parallel gradient hook (gpurl.distributed); None: no collective, no kernel
-    # ---- setup helpers
-    def _resolve_precision(self) -> MixedPrecisionConfig:
-        "The autocast policy: MixedPrecisionConfig.detect for 'auto', forced bf16 or fp32 otherwise."
-        p = self.config.precision
-        if p == "fp32": return MixedPrecisionConfig(reason="fp32 (forced by RainbowConfig.precision)")
-        if p == "tf32": return MixedPrecisionConfig(tf32=True, reason="fp32 storage, TF32 matmuls (forced by RainbowConfig.precision)")
-        if p == "bf16": return MixedPrecisionConfig(dtype=torch.bfloat16, autocast=True, grad_scaler=False, tf32=True,
-                                                    reason="bf16 autocast (forced by RainbowConfig.precision)")
-        mp = MixedPrecisionConfig.detect(self.device, width=max(self.config.hidden))
-        if mp.autocast and mp.dtype != torch.bfloat16:   # fp16 would need a GradScaler: not inside a captured step
-            return MixedPrecisionConfig(reason=mp.reason + "; fp16 needs loss scaling, the learner uses fp32")
-        return mp
-
-    def _init_adam_state(self) -> None:
-        "Create Adam's moments and step counters up front (as Adam would lazily), as views of flat buffers."
-        cap = self.optimizer.param_groups[0]["capturable"]
-        self._m, self._v = torch.zeros_like(self._flat), torch.zeros_like(self._flat)
-        self._steps = torch.zeros(len(self._params), dtype=torch.float32, device=self.device if cap else "cpu")
-        m, v = self._views(self._m), self._views(self._v)
-        for i, (name, p) in enumerate(self.online.named_parameters()):
-            st = self.optimizer.state[p]
-            st["step"], st["exp_avg"], st["exp_avg_sq"] = self._steps[i], m[name], v[name]
 
     @property
     def lr(self) -> Tensor:
@@ -160,9 +138,35 @@ class RainbowLearner:
     def lr(self, value) -> None:
         with torch.no_grad(): self._lr.copy_(torch.as_tensor(value, dtype=self._lr.dtype))
 
-    def _autocast(self):
-        if self.autocast_dtype is None: return nullcontext()
-        return torch.autocast(self.device.type, dtype=self.autocast_dtype, cache_enabled=False)
+# %% ../nbs/08a_learner.ipynb #c270477d
+@patch
+def _resolve_precision(self: RainbowLearner) -> MixedPrecisionConfig:
+    "The autocast policy: MixedPrecisionConfig.detect for 'auto', forced bf16 or fp32 otherwise."
+    p = self.config.precision
+    if p == "fp32": return MixedPrecisionConfig(reason="fp32 (forced by RainbowConfig.precision)")
+    if p == "tf32": return MixedPrecisionConfig(tf32=True, reason="fp32 storage, TF32 matmuls (forced by RainbowConfig.precision)")
+    if p == "bf16": return MixedPrecisionConfig(dtype=torch.bfloat16, autocast=True, grad_scaler=False, tf32=True,
+                                                reason="bf16 autocast (forced by RainbowConfig.precision)")
+    mp = MixedPrecisionConfig.detect(self.device, width=max(self.config.hidden))
+    if mp.autocast and mp.dtype != torch.bfloat16:   # fp16 would need a GradScaler: not inside a captured step
+        return MixedPrecisionConfig(reason=mp.reason + "; fp16 needs loss scaling, the learner uses fp32")
+    return mp
+
+@patch
+def _init_adam_state(self: RainbowLearner) -> None:
+    "Create Adam's moments and step counters up front (as Adam would lazily), as views of flat buffers."
+    cap = self.optimizer.param_groups[0]["capturable"]
+    self._m, self._v = torch.zeros_like(self._flat), torch.zeros_like(self._flat)
+    self._steps = torch.zeros(len(self._params), dtype=torch.float32, device=self.device if cap else "cpu")
+    m, v = self._views(self._m), self._views(self._v)
+    for i, (name, p) in enumerate(self.online.named_parameters()):
+        st = self.optimizer.state[p]
+        st["step"], st["exp_avg"], st["exp_avg_sq"] = self._steps[i], m[name], v[name]
+
+@patch
+def _autocast(self: RainbowLearner):
+    if self.autocast_dtype is None: return nullcontext()
+    return torch.autocast(self.device.type, dtype=self.autocast_dtype, cache_enabled=False)
 
 # %% ../nbs/08a_learner.ipynb #db56ef17
 @patch
@@ -281,6 +285,7 @@ def _noise_eps(self: RainbowLearner) -> tuple[Tensor | None, Tensor | None]:
     rows, cols = self._eps_index
     return tuple(torch.where(cols >= 0, fk[rows] * fk[cols.clamp(min=0)], fk[rows]) for fk in (f[:n], f[n:]))
 
+# %% ../nbs/08a_learner.ipynb #358ed85b
 @patch
 def _forward_flat(self: RainbowLearner, flat: Tensor, eps: Tensor | None, obs: Tensor, taus: Tensor | None = None,
                   grad: bool = True) -> Tensor:
@@ -310,6 +315,7 @@ def _forward_flat(self: RainbowLearner, flat: Tensor, eps: Tensor | None, obs: T
     if net.head == "c51": return F.log_softmax(q.float(), dim=-1)
     return q.squeeze(-1)
 
+# %% ../nbs/08a_learner.ipynb #774f76d3
 @patch
 def _update(self: RainbowLearner, obs: Tensor, action: Tensor, returns: Tensor, next_obs: Tensor, discount: Tensor,
             weights: Tensor | None, obs_pair: Tensor | None, taus: tuple) -> dict[str, Tensor]:
@@ -374,6 +380,7 @@ def _update(self: RainbowLearner, obs: Tensor, action: Tensor, returns: Tensor, 
             "priorities": prios[0] if n_micro == 1 else torch.cat(prios), "grad_norm": grad_norm,
             "q_mean": (qs[0] if n_micro == 1 else torch.cat(qs)).mean(), "lr": self._lr}
 
+# %% ../nbs/08a_learner.ipynb #02d65373
 @patch
 def _train_mode(self: RainbowLearner) -> None:
     if not (self.online.training and self.target.training): self.online.train(); self.target.train()
@@ -431,6 +438,7 @@ def _step(self: RainbowLearner, b: RainbowBatch) -> dict[str, Tensor]:
     "Draw the update's random numbers eagerly, then run the update (compiled where `compiled`)."
     return self._core(*b, None, self.draw_randoms(b.obs.shape[0]))
 
+# %% ../nbs/08a_learner.ipynb #aa079cc0
 @patch
 def learn_step(self: RainbowLearner, replay, features: Tensor, batch_size: int, *,
                reward_scale: float = 1.0) -> Callable[[], dict[str, Tensor]]:

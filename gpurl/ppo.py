@@ -201,151 +201,162 @@ class PpoTrainer:
         self._globals = TrainerGlobals(c.seed, self.device)    # own RNG streams from c.seed: the caller's stay untouched
         with self._globals: self._build(train.to(self.device))
 
-    def _build(self, train: FoldData) -> None:
-        "Network, precision policy, Adam with its state up front, counters, the env of `train` and the rollout buffers."
-        c, e, dev = self.config, self.config.env, self.device
-        self.net = ActorCritic(e.window * train.n_features + 1, len(e.positions), c.hidden).to(dev)
-        self.mp = _precision_policy(c.precision, dev, max(self.net.hidden))
-        if dev.type == "cuda": self._globals.tf32 = self.mp.tf32   # TF32 inside this trainer's calls only
-        self.use_graphs = c.cuda_graph and cuda_graphs_available(dev) and not self.mp.grad_scaler
-        self._scaler = self.mp.make_grad_scaler(dev.type) if self.mp.grad_scaler else None  # fp16 GPUs: eager
-        cuda = dev.type == "cuda"
-        self.lr = torch.tensor(c.lr, device=dev)                       # FoldTrainer.lr: the driver scales it in place
-        self._opt_lr = self.lr.clone()                                 # lr * annealing: what Adam reads
-        self.opt = torch.optim.Adam(self.net.parameters(), lr=self._opt_lr, eps=c.adam_eps,
-                                    **(dict(capturable=True, foreach=True) if cuda else dict(foreach=False)))
-        self._names, self._params = zip(*self.net.named_parameters())
-        for p in self._params:              # grads and Adam state exist up front: fixed addresses, in-place loads
-            p.grad = torch.zeros_like(p)
-            self.opt.state[p].update(step=torch.zeros((), device=dev) if cuda else torch.tensor(0.0),
-                                     exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
-        self._step_tensors = [t.detach() for p in self._params for t in (p, *self.opt.state[p].values())]
-        self._iteration = torch.zeros((), device=dev)                      # iterations done (annealing)
-        self._env_steps = torch.zeros((), dtype=torch.int64, device=dev)   # transitions collected
-        self._kl_ok = torch.ones((), device=dev)                           # 0 once target_kl stopped the epochs
-        self._it_metrics = torch.zeros(len(_EPOCH_METRICS), device=dev)    # the last iteration's metrics
-        self._graph = None
-        self.grad_sync = None        # data-parallel gradient hook (gpurl.distributed); None: no collective, no kernel
-        self.env = e.make_env(train, c.n_envs, seed=c.seed,
-                              compile=self.use_graphs)    # fused env steps inside the captured iteration; eager: plain ops
-        sd = train.log_returns.float().std()              # a device tensor: no host read
-        self._reward_scale = (torch.full((), c.reward_scale, device=dev) if c.reward_scale is not None else
-                              torch.where(sd > 0, 1.0 / sd.clamp_min(1e-12), torch.ones_like(sd)))
-        T, N = c.n_steps, c.n_envs
-        i64, f32 = (lambda: torch.zeros(T, N, dtype=torch.int64, device=dev)), (lambda: torch.zeros(T, N, device=dev))
-        self._buf = dict(bar=i64(), pos=i64(), act=i64(), done=torch.zeros(T, N, dtype=torch.bool, device=dev),
-                         trunc=torch.zeros(T, N, dtype=torch.bool, device=dev),
-                         logp=f32(), val=f32(), rew=f32(), boot=f32(), adv=f32(), ret=f32())
-
     @property
     def env_config(self) -> EnvConfig:
         "The trainer's environment settings (`config.env`): what the walk-forward driver backtests with."
         return self.config.env
 
-    def _autocast(self):
-        "Autocast as the precision policy says (cache off, as CUDA-graph capture requires)."
-        if not self.mp.autocast: return nullcontext()
-        return torch.autocast(self.device.type, dtype=self.mp.dtype, cache_enabled=False)
+# %% ../nbs/11_ppo.ipynb #0b5e7101
+@patch
+def _build(self: PpoTrainer, train: FoldData) -> None:
+    "Network, precision policy, Adam with its state up front, counters, the env of `train` and the rollout buffers."
+    c, e, dev = self.config, self.config.env, self.device
+    self.net = ActorCritic(e.window * train.n_features + 1, len(e.positions), c.hidden).to(dev)
+    self.mp = _precision_policy(c.precision, dev, max(self.net.hidden))
+    if dev.type == "cuda": self._globals.tf32 = self.mp.tf32   # TF32 inside this trainer's calls only
+    self.use_graphs = c.cuda_graph and cuda_graphs_available(dev) and not self.mp.grad_scaler
+    self._scaler = self.mp.make_grad_scaler(dev.type) if self.mp.grad_scaler else None  # fp16 GPUs: eager
+    cuda = dev.type == "cuda"
+    self.lr = torch.tensor(c.lr, device=dev)                       # FoldTrainer.lr: the driver scales it in place
+    self._opt_lr = self.lr.clone()                                 # lr * annealing: what Adam reads
+    self.opt = torch.optim.Adam(self.net.parameters(), lr=self._opt_lr, eps=c.adam_eps,
+                                **(dict(capturable=True, foreach=True) if cuda else dict(foreach=False)))
+    self._names, self._params = zip(*self.net.named_parameters())
+    for p in self._params:              # grads and Adam state exist up front: fixed addresses, in-place loads
+        p.grad = torch.zeros_like(p)
+        self.opt.state[p].update(step=torch.zeros((), device=dev) if cuda else torch.tensor(0.0),
+                                 exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
+    self._step_tensors = [t.detach() for p in self._params for t in (p, *self.opt.state[p].values())]
+    self._iteration = torch.zeros((), device=dev)                      # iterations done (annealing)
+    self._env_steps = torch.zeros((), dtype=torch.int64, device=dev)   # transitions collected
+    self._kl_ok = torch.ones((), device=dev)                           # 0 once target_kl stopped the epochs
+    self._it_metrics = torch.zeros(len(_EPOCH_METRICS), device=dev)    # the last iteration's metrics
+    self._graph = None
+    self.grad_sync = None        # data-parallel gradient hook (gpurl.distributed); None: no collective, no kernel
+    self.env = e.make_env(train, c.n_envs, seed=c.seed,
+                          compile=self.use_graphs)    # fused env steps inside the captured iteration; eager: plain ops
+    sd = train.log_returns.float().std()              # a device tensor: no host read
+    self._reward_scale = (torch.full((), c.reward_scale, device=dev) if c.reward_scale is not None else
+                          torch.where(sd > 0, 1.0 / sd.clamp_min(1e-12), torch.ones_like(sd)))
+    T, N = c.n_steps, c.n_envs
+    i64, f32 = (lambda: torch.zeros(T, N, dtype=torch.int64, device=dev)), (lambda: torch.zeros(T, N, device=dev))
+    self._buf = dict(bar=i64(), pos=i64(), act=i64(), done=torch.zeros(T, N, dtype=torch.bool, device=dev),
+                     trunc=torch.zeros(T, N, dtype=torch.bool, device=dev),
+                     logp=f32(), val=f32(), rew=f32(), boot=f32(), adv=f32(), ret=f32())
 
-    def observe(self, bar: Tensor, position: Tensor) -> Tensor:
-        "Observations rebuilt from env states (bar, position index): what the env served in that state."
-        return self.env.observation_at(bar, position)
+# %% ../nbs/11_ppo.ipynb #e0160abc
+@patch
+def _autocast(self: PpoTrainer):
+    "Autocast as the precision policy says (cache off, as CUDA-graph capture requires)."
+    if not self.mp.autocast: return nullcontext()
+    return torch.autocast(self.device.type, dtype=self.mp.dtype, cache_enabled=False)
 
-    # ---- one PPO iteration: device tensors only, no host sync, static shapes ----
-    def _rollout(self) -> None:
-        "n_steps steps of every env under the current policy into the (n_steps, n_envs) buffers, then GAE."
-        c, b, env = self.config, self._buf, self.env
-        may_truncate = env.episode_len is not None          # else truncation never happens: no bootstrap to compute
-        for t in range(c.n_steps):
-            bar = b["bar"][t]
-            bar.copy_(env.bar); b["pos"][t].copy_(env.position)
-            with torch.no_grad(), self._autocast():
-                logits, value = self.net(env.obs)
-            action, logprob = _sample_actions(logits)
-            b["act"][t].copy_(action); b["logp"][t].copy_(logprob); b["val"][t].copy_(value)
-            _, reward, terminated, truncated = env.step(action)
-            torch.mul(reward, self._reward_scale, out=b["rew"][t])
-            torch.logical_or(terminated, truncated, out=b["done"][t])      # GAE stops: the next row is another episode
-            if may_truncate:    # the truncated episode's own next state s' = (bar + 1, the position just taken)
-                with torch.no_grad(), self._autocast():
-                    v_final = self.net.value(self.observe(bar + 1, action)).float()
-                b["trunc"][t].copy_(truncated)
-                b["boot"][t].copy_(torch.where(truncated, c.gamma * v_final, 0.0))   # gamma * V(s') where truncated
+@patch
+def observe(self: PpoTrainer, bar: Tensor, position: Tensor) -> Tensor:
+    "Observations rebuilt from env states (bar, position index): what the env served in that state."
+    return self.env.observation_at(bar, position)
+
+@patch
+def _rollout(self: PpoTrainer) -> None:
+    "n_steps steps of every env under the current policy into the (n_steps, n_envs) buffers, then GAE."
+    c, b, env = self.config, self._buf, self.env
+    may_truncate = env.episode_len is not None          # else truncation never happens: no bootstrap to compute
+    for t in range(c.n_steps):
+        bar = b["bar"][t]
+        bar.copy_(env.bar); b["pos"][t].copy_(env.position)
         with torch.no_grad(), self._autocast():
-            _, next_value = self.net(env.obs)
-        rewards = b["rew"] + b["boot"] if may_truncate else b["rew"]        # the rewards GAE learns from
-        adv, ret = gae_advantages(rewards, b["val"], b["done"], next_value.float(), c.gamma, c.gae_lambda)
-        b["adv"].copy_(adv); b["ret"].copy_(ret)
+            logits, value = self.net(env.obs)
+        action, logprob = _sample_actions(logits)
+        b["act"][t].copy_(action); b["logp"][t].copy_(logprob); b["val"][t].copy_(value)
+        _, reward, terminated, truncated = env.step(action)
+        torch.mul(reward, self._reward_scale, out=b["rew"][t])
+        torch.logical_or(terminated, truncated, out=b["done"][t])      # GAE stops: the next row is another episode
+        if may_truncate:    # the truncated episode's own next state s' = (bar + 1, the position just taken)
+            with torch.no_grad(), self._autocast():
+                v_final = self.net.value(self.observe(bar + 1, action)).float()
+            b["trunc"][t].copy_(truncated)
+            b["boot"][t].copy_(torch.where(truncated, c.gamma * v_final, 0.0))   # gamma * V(s') where truncated
+    with torch.no_grad(), self._autocast():
+        _, next_value = self.net(env.obs)
+    rewards = b["rew"] + b["boot"] if may_truncate else b["rew"]        # the rewards GAE learns from
+    adv, ret = gae_advantages(rewards, b["val"], b["done"], next_value.float(), c.gamma, c.gae_lambda)
+    b["adv"].copy_(adv); b["ret"].copy_(ret)
 
-    def _minibatch_backward(self, idx: Tensor) -> Tensor:
-        "Zero the grads and accumulate minibatch `idx`'s gradient over grad_accum_steps micro-batches (loss / N)."
-        c, n = self.config, self.config.grad_accum_steps
-        b = {k: v.view(-1) for k, v in self._buf.items()}
-        adv = b["adv"][idx]
-        mean, std = adv.mean(), adv.std()                   # detail 7, over the whole minibatch (CleanRL: std + 1e-8)
-        for p in self._params: p.grad.zero_()
-        stats = torch.zeros(len(_METRICS), device=self.device)
-        for sub in idx.chunk(n):
-            a = b["adv"][sub]
-            if c.norm_adv: a = (a - mean) / (std + 1e-8)
-            with self._autocast():
-                logits, value = self.net(self.observe(b["bar"][sub], b["pos"][sub]))
-            loss, st = ppo_loss(logits, b["act"][sub], b["logp"][sub], a, value, b["val"][sub], b["ret"][sub],
-                                clip_coef=c.clip_coef, clip_vloss=c.clip_vloss, ent_coef=c.ent_coef, vf_coef=c.vf_coef)
-            loss = loss / n                                 # the seed's fix: divide by the accumulation steps
-            (self._scaler.scale(loss) if self._scaler else loss).backward()
-            stats += torch.stack([st[k] for k in _METRICS]) / n
-        return stats
+# %% ../nbs/11_ppo.ipynb #75fedc8a
+@patch
+def _minibatch_backward(self: PpoTrainer, idx: Tensor) -> Tensor:
+    "Zero the grads and accumulate minibatch `idx`'s gradient over grad_accum_steps micro-batches (loss / N)."
+    c, n = self.config, self.config.grad_accum_steps
+    b = {k: v.view(-1) for k, v in self._buf.items()}
+    adv = b["adv"][idx]
+    mean, std = adv.mean(), adv.std()                   # detail 7, over the whole minibatch (CleanRL: std + 1e-8)
+    for p in self._params: p.grad.zero_()
+    stats = torch.zeros(len(_METRICS), device=self.device)
+    for sub in idx.chunk(n):
+        a = b["adv"][sub]
+        if c.norm_adv: a = (a - mean) / (std + 1e-8)
+        with self._autocast():
+            logits, value = self.net(self.observe(b["bar"][sub], b["pos"][sub]))
+        loss, st = ppo_loss(logits, b["act"][sub], b["logp"][sub], a, value, b["val"][sub], b["ret"][sub],
+                            clip_coef=c.clip_coef, clip_vloss=c.clip_vloss, ent_coef=c.ent_coef, vf_coef=c.vf_coef)
+        loss = loss / n                                 # the seed's fix: divide by the accumulation steps
+        (self._scaler.scale(loss) if self._scaler else loss).backward()
+        stats += torch.stack([st[k] for k in _METRICS]) / n
+    return stats
 
-    def _optimizer_step(self) -> Tensor:
-        "Clip the global grad norm (returns the real pre-clip norm) and step Adam; discarded where the KL flag is 0."
-        masked = self.config.target_kl is not None
-        if self.grad_sync is not None: self.grad_sync([p.grad for p in self._params])   # data parallel: the ranks' mean
-        if self._scaler: self._scaler.unscale_(self.opt)
-        norm = torch.nn.utils.clip_grad_norm_(self._params, self.config.max_grad_norm, foreach=True)
-        if masked: before = [t.clone() for t in self._step_tensors]
-        if self._scaler: self._scaler.step(self.opt); self._scaler.update()
-        else: self.opt.step()
-        if masked:
-            keep = self._kl_ok > 0
-            with torch.no_grad():
-                for t, old in zip(self._step_tensors, before): t.copy_(torch.where(keep, t, old))
-        return norm
+@patch
+def _optimizer_step(self: PpoTrainer) -> Tensor:
+    "Clip the global grad norm (returns the real pre-clip norm) and step Adam; discarded where the KL flag is 0."
+    masked = self.config.target_kl is not None
+    if self.grad_sync is not None: self.grad_sync([p.grad for p in self._params])   # data parallel: the ranks' mean
+    if self._scaler: self._scaler.unscale_(self.opt)
+    norm = torch.nn.utils.clip_grad_norm_(self._params, self.config.max_grad_norm, foreach=True)
+    if masked: before = [t.clone() for t in self._step_tensors]
+    if self._scaler: self._scaler.step(self.opt); self._scaler.update()
+    else: self.opt.step()
+    if masked:
+        keep = self._kl_ok > 0
+        with torch.no_grad():
+            for t, old in zip(self._step_tensors, before): t.copy_(torch.where(keep, t, old))
+    return norm
 
-    def _update(self) -> None:
-        "update_epochs shuffled passes of num_minibatches optimizer steps; KL early stop as a device flag."
-        c, B, mb = self.config, self.config.batch_size, self.config.minibatch_size
-        acc = torch.zeros(len(_METRICS) + 2, device=self.device)   # flag-weighted sums (+ grad norm), applied steps
-        one = torch.ones(1, device=self.device)
-        self._kl_ok.fill_(1.0)
-        for _ in range(c.update_epochs):
-            perm = torch.argsort(torch.rand(B, device=self.device))
-            for j in range(c.num_minibatches):
-                st = self._minibatch_backward(perm[j * mb:(j + 1) * mb])
-                norm = self._optimizer_step()
-                acc += self._kl_ok * torch.cat([st, norm.detach().float().reshape(1), one])
-            if c.target_kl is not None:     # CleanRL: `if approx_kl > target_kl: break` after the epoch
-                self._kl_ok.mul_((st[_METRICS.index("approx_kl")] <= c.target_kl).float())
-        b = self._buf
-        ret, val, rew = b["ret"].view(-1), b["val"].view(-1), b["rew"].view(-1)
-        var_ret, sd = ret.var(), rew.std()
-        explained = torch.where(var_ret > 0, 1 - (ret - val).var() / var_ret.clamp_min(1e-30), torch.zeros_like(var_ret))
-        sharpe = torch.where(sd > 0, rew.mean() / sd.clamp_min(1e-30), torch.zeros_like(sd)) * math.sqrt(c.env.periods_per_year)
-        applied = acc[-1]
-        self._it_metrics.copy_(torch.cat([acc[:-1] / applied.clamp_min(1), torch.stack(
-            [explained, rew.mean() / self._reward_scale, sharpe, applied / (c.update_epochs * c.num_minibatches)])]))
+# %% ../nbs/11_ppo.ipynb #572ca084
+@patch
+def _update(self: PpoTrainer) -> None:
+    "update_epochs shuffled passes of num_minibatches optimizer steps; KL early stop as a device flag."
+    c, B, mb = self.config, self.config.batch_size, self.config.minibatch_size
+    acc = torch.zeros(len(_METRICS) + 2, device=self.device)   # flag-weighted sums (+ grad norm), applied steps
+    one = torch.ones(1, device=self.device)
+    self._kl_ok.fill_(1.0)
+    for _ in range(c.update_epochs):
+        perm = torch.argsort(torch.rand(B, device=self.device))
+        for j in range(c.num_minibatches):
+            st = self._minibatch_backward(perm[j * mb:(j + 1) * mb])
+            norm = self._optimizer_step()
+            acc += self._kl_ok * torch.cat([st, norm.detach().float().reshape(1), one])
+        if c.target_kl is not None:     # CleanRL: `if approx_kl > target_kl: break` after the epoch
+            self._kl_ok.mul_((st[_METRICS.index("approx_kl")] <= c.target_kl).float())
+    b = self._buf
+    ret, val, rew = b["ret"].view(-1), b["val"].view(-1), b["rew"].view(-1)
+    var_ret, sd = ret.var(), rew.std()
+    explained = torch.where(var_ret > 0, 1 - (ret - val).var() / var_ret.clamp_min(1e-30), torch.zeros_like(var_ret))
+    sharpe = torch.where(sd > 0, rew.mean() / sd.clamp_min(1e-30), torch.zeros_like(sd)) * math.sqrt(c.env.periods_per_year)
+    applied = acc[-1]
+    self._it_metrics.copy_(torch.cat([acc[:-1] / applied.clamp_min(1), torch.stack(
+        [explained, rew.mean() / self._reward_scale, sharpe, applied / (c.update_epochs * c.num_minibatches)])]))
 
-    def _iterate(self) -> None:
-        "One PPO iteration: anneal the lr, rollout + GAE, update; counters advance. What the CUDA graph captures."
-        c = self.config
-        if c.anneal_lr:   # CleanRL: frac = 1 - (iteration - 1) / num_iterations
-            frac = (1.0 - self._iteration / float(c.anneal_epochs * c.iterations_per_epoch)).clamp_min(0.0)
-            torch.mul(self.lr, frac, out=self._opt_lr)
-        else: self._opt_lr.copy_(self.lr)
-        self._rollout()
-        self._update()
-        self._iteration += 1
-        self._env_steps += c.batch_size
+@patch
+def _iterate(self: PpoTrainer) -> None:
+    "One PPO iteration: anneal the lr, rollout + GAE, update; counters advance. What the CUDA graph captures."
+    c = self.config
+    if c.anneal_lr:   # CleanRL: frac = 1 - (iteration - 1) / num_iterations
+        frac = (1.0 - self._iteration / float(c.anneal_epochs * c.iterations_per_epoch)).clamp_min(0.0)
+        torch.mul(self.lr, frac, out=self._opt_lr)
+    else: self._opt_lr.copy_(self.lr)
+    self._rollout()
+    self._update()
+    self._iteration += 1
+    self._env_steps += c.batch_size
 
 # %% ../nbs/11_ppo.ipynb #d96fb38d
 @patch

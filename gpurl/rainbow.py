@@ -4,6 +4,7 @@
 
 # %% ../nbs/08_rainbow.ipynb #8b722959
 from __future__ import annotations
+from fastcore.basics import patch
 import math
 from dataclasses import dataclass
 import torch
@@ -222,103 +223,119 @@ class RainbowNetwork(nn.Module):
         self.bind_noise()
         self.reset_noise()
 
-    def bind_noise(self) -> None:
-        "Make every NoisyLinear's eps buffers views of the flat noise buffers (again after .to())."
-        i = j = 0
-        self.noise_blocks = []
-        for L, o, p_, ms in self.noise_groups:
-            ei = self.noise[i:i + L * p_].view(L, p_); i += L * p_
-            eo = self.noise[i:i + L * o].view(L, o); i += L * o
-            ew = self.noise_w[j:j + L * o * p_].view(L, o, p_); j += L * o * p_
-            self.noise_blocks.append((ei, eo, ew))
-            for k, m in enumerate(ms):
-                m.eps_in, m.eps_out, m.eps_w = ei[k], eo[k, :m.out_features], ew[k, :m.out_features]
-
     def _apply(self, fn, recurse=True):
         super()._apply(fn, recurse)
         self.bind_noise()
         return self
 
-    @torch.no_grad()
-    def reset_noise(self) -> None:
-        "Redraw the noise of every NoisyLinear in place: one draw for the network (capturable; no-op without noise)."
-        if not self.noisy_layers: return
-        factorised_noise_(self.noise)
-        for ei, eo, ew in self.noise_blocks: torch.mul(eo.unsqueeze(-1), ei.unsqueeze(-2), out=ew)
+# %% ../nbs/08_rainbow.ipynb #485cf7bb
+@patch
+def bind_noise(self: RainbowNetwork) -> None:
+    "Make every NoisyLinear's eps buffers views of the flat noise buffers (again after .to())."
+    i = j = 0
+    self.noise_blocks = []
+    for L, o, p_, ms in self.noise_groups:
+        ei = self.noise[i:i + L * p_].view(L, p_); i += L * p_
+        eo = self.noise[i:i + L * o].view(L, o); i += L * o
+        ew = self.noise_w[j:j + L * o * p_].view(L, o, p_); j += L * o * p_
+        self.noise_blocks.append((ei, eo, ew))
+        for k, m in enumerate(ms):
+            m.eps_in, m.eps_out, m.eps_w = ei[k], eo[k, :m.out_features], ew[k, :m.out_features]
 
-    def _weights(self) -> dict[str, tuple[Tensor, Tensor]]:
-        "Effective (weight, bias) of every layer: the noisy ones in one foreach addcmul (training mode)."
-        W = {n: (m.weight, m.bias) for n, m in self._plain}
-        if not self.noisy_layers: return W
-        if not self.training:
-            W.update({n: (m.weight_mu, m.bias_mu) for n, m in self.noisy_layers}); return W
-        mods = [m for _, m in self.noisy_layers]
-        eff = _NoisyWeights.apply(2 * len(mods), *[t for m in mods for t in (m.weight_mu, m.bias_mu)],
-                                  *[t for m in mods for t in (m.weight_sigma, m.bias_sigma)],
-                                  *[t for m in mods for t in (m.eps_w, m.eps_out)])
-        W.update({n: (eff[2 * k], eff[2 * k + 1]) for k, (n, _) in enumerate(self.noisy_layers)})
-        return W
+@patch
+@torch.no_grad()
+def reset_noise(self: RainbowNetwork) -> None:
+    "Redraw the noise of every NoisyLinear in place: one draw for the network (capturable; no-op without noise)."
+    if not self.noisy_layers: return
+    factorised_noise_(self.noise)
+    for ei, eo, ew in self.noise_blocks: torch.mul(eo.unsqueeze(-1), ei.unsqueeze(-2), out=ew)
 
-    def _trunk(self, obs: Tensor, W) -> Tensor:
-        x = obs
-        for i in range(len(self.torso)): x = _linear_relu(x, *W[f"torso.{i}"])
-        return x
+@patch
+def _weights(self: RainbowNetwork) -> dict[str, tuple[Tensor, Tensor]]:
+    "Effective (weight, bias) of every layer: the noisy ones in one foreach addcmul (training mode)."
+    W = {n: (m.weight, m.bias) for n, m in self._plain}
+    if not self.noisy_layers: return W
+    if not self.training:
+        W.update({n: (m.weight_mu, m.bias_mu) for n, m in self.noisy_layers}); return W
+    mods = [m for _, m in self.noisy_layers]
+    eff = _NoisyWeights.apply(2 * len(mods), *[t for m in mods for t in (m.weight_mu, m.bias_mu)],
+                              *[t for m in mods for t in (m.weight_sigma, m.bias_sigma)],
+                              *[t for m in mods for t in (m.eps_w, m.eps_out)])
+    W.update({n: (eff[2 * k], eff[2 * k + 1]) for k, (n, _) in enumerate(self.noisy_layers)})
+    return W
 
-    def _embed(self, taus: Tensor, W) -> Tensor:
-        "IQN cosine embedding ReLU(sum_i cos(pi i tau) w_ij + b_j): (...,) -> (..., feature_dim)."
-        return _linear_relu(torch.cos(taus.float().unsqueeze(-1) * self.cos_freq), *W["tau_embed"])
+# %% ../nbs/08_rainbow.ipynb #79c4f626
+@patch
+def _trunk(self: RainbowNetwork, obs: Tensor, W) -> Tensor:
+    x = obs
+    for i in range(len(self.torso)): x = _linear_relu(x, *W[f"torso.{i}"])
+    return x
 
-    def _streams(self, x: Tensor, W) -> Tensor:
-        "(..., d) -> (..., A, n_out): the advantage/Q stream, dueling-aggregated with V when enabled, then the head."
-        s = self._stream
-        a = F.linear(_linear_relu(x, *W[f"{s}_hidden"]), *W[f"{s}_out"]).unflatten(-1, (self.n_actions, self.n_out))
-        if self.config.use_dueling:
-            v = F.linear(_linear_relu(x, *W["value_hidden"]), *W["value_out"]).unsqueeze(-2)
-            a = _Dueling.apply(v, a)
-        if self.head == "c51": return F.log_softmax(a.float(), dim=-1)
-        return a.squeeze(-1)
+@patch
+def _embed(self: RainbowNetwork, taus: Tensor, W) -> Tensor:
+    "IQN cosine embedding ReLU(sum_i cos(pi i tau) w_ij + b_j): (...,) -> (..., feature_dim)."
+    return _linear_relu(torch.cos(taus.float().unsqueeze(-1) * self.cos_freq), *W["tau_embed"])
 
-    def _check_taus(self, taus, obs) -> None:
-        if taus is None: raise ValueError("the IQN head needs taus of shape (batch, N) in (0, 1); use q_values() to act")
-        if taus.ndim != 2 or taus.shape[0] != obs.shape[0]:
-            raise ValueError(f"taus must be (batch={obs.shape[0]}, N), got {tuple(taus.shape)}")
+@patch
+def _streams(self: RainbowNetwork, x: Tensor, W) -> Tensor:
+    "(..., d) -> (..., A, n_out): the advantage/Q stream, dueling-aggregated with V when enabled, then the head."
+    s = self._stream
+    a = F.linear(_linear_relu(x, *W[f"{s}_hidden"]), *W[f"{s}_out"]).unflatten(-1, (self.n_actions, self.n_out))
+    if self.config.use_dueling:
+        v = F.linear(_linear_relu(x, *W["value_hidden"]), *W["value_out"]).unsqueeze(-2)
+        a = _Dueling.apply(v, a)
+    if self.head == "c51": return F.log_softmax(a.float(), dim=-1)
+    return a.squeeze(-1)
 
-    def forward(self, obs: Tensor, taus: Tensor | None = None) -> Tensor:
-        "scalar: Q (B, A); C51: log-probs (B, A, n_atoms); IQN: quantiles (B, N, A) at taus (B, N)."
-        W = self._weights()
-        x = self._trunk(obs, W)
-        if self.head == "iqn":
-            self._check_taus(taus, obs)
-            x = x.unsqueeze(1) * self._embed(taus, W)
-        return self._streams(x, W)
+@patch
+def _check_taus(self: RainbowNetwork, taus, obs) -> None:
+    if taus is None: raise ValueError("the IQN head needs taus of shape (batch, N) in (0, 1); use q_values() to act")
+    if taus.ndim != 2 or taus.shape[0] != obs.shape[0]:
+        raise ValueError(f"taus must be (batch={obs.shape[0]}, N), got {tuple(taus.shape)}")
 
-    def forward_pair(self, obs: Tensor, next_obs: Tensor) -> tuple[Tensor, Tensor]:
-        "Scalar / C51 heads: forward(obs) and forward(next_obs) in one pass (one launch per layer, same noise)."
-        if self.head == "iqn": raise ValueError("forward_pair serves the scalar and C51 heads; call IQN per batch with its taus")
-        out = self._forward_cat(obs, next_obs)
-        return out[:obs.shape[0]], out[obs.shape[0]:]
+@patch
+def forward(self: RainbowNetwork, obs: Tensor, taus: Tensor | None = None) -> Tensor:
+    "scalar: Q (B, A); C51: log-probs (B, A, n_atoms); IQN: quantiles (B, N, A) at taus (B, N)."
+    W = self._weights()
+    x = self._trunk(obs, W)
+    if self.head == "iqn":
+        self._check_taus(taus, obs)
+        x = x.unsqueeze(1) * self._embed(taus, W)
+    return self._streams(x, W)
 
-    def _forward_cat(self, obs: Tensor, next_obs: Tensor) -> Tensor:
-        W = self._weights()
-        return self._streams(self._trunk(torch.cat([obs, next_obs]), W), W)
+@patch
+def forward_pair(self: RainbowNetwork, obs: Tensor, next_obs: Tensor) -> tuple[Tensor, Tensor]:
+    "Scalar / C51 heads: forward(obs) and forward(next_obs) in one pass (one launch per layer, same noise)."
+    if self.head == "iqn": raise ValueError("forward_pair serves the scalar and C51 heads; call IQN per batch with its taus")
+    out = self._forward_cat(obs, next_obs)
+    return out[:obs.shape[0]], out[obs.shape[0]:]
 
-    def expected_q(self, out: Tensor) -> Tensor:
-        "Q values (..., A) from a head output: scalar as is, C51 sum_i p_i z_i, IQN mean over quantiles (dim -2)."
-        if self.head == "c51": return (out.exp() * self.support).sum(-1)
-        if self.head == "iqn": return out.float().mean(-2)
-        return out.float()
+@patch
+def _forward_cat(self: RainbowNetwork, obs: Tensor, next_obs: Tensor) -> Tensor:
+    W = self._weights()
+    return self._streams(self._trunk(torch.cat([obs, next_obs]), W), W)
 
-    def acting_taus(self, batch: int, device=None) -> Tensor:
-        "IQN taus to act with, (batch, K): uniform samples in training mode, midpoints (k + 1/2)/K in eval mode."
-        K, device = self.config.iqn_k, device if device is not None else self.cos_freq.device
-        if self.training: return torch.rand(batch, K, device=device)
-        return ((torch.arange(K, device=device, dtype=torch.float32) + 0.5) / K).expand(batch, K)
+# %% ../nbs/08_rainbow.ipynb #de3eefac
+@patch
+def expected_q(self: RainbowNetwork, out: Tensor) -> Tensor:
+    "Q values (..., A) from a head output: scalar as is, C51 sum_i p_i z_i, IQN mean over quantiles (dim -2)."
+    if self.head == "c51": return (out.exp() * self.support).sum(-1)
+    if self.head == "iqn": return out.float().mean(-2)
+    return out.float()
 
-    @torch.no_grad()
-    def q_values(self, obs: Tensor, taus: Tensor | None = None) -> Tensor:
-        "Q values (B, A) to act greedily on (C51: expectation over atoms; IQN: mean of K quantiles)."
-        if self.head == "iqn" and taus is None: taus = self.acting_taus(obs.shape[0], obs.device)
-        return self.expected_q(self(obs, taus) if self.head == "iqn" else self(obs))
+@patch
+def acting_taus(self: RainbowNetwork, batch: int, device=None) -> Tensor:
+    "IQN taus to act with, (batch, K): uniform samples in training mode, midpoints (k + 1/2)/K in eval mode."
+    K, device = self.config.iqn_k, device if device is not None else self.cos_freq.device
+    if self.training: return torch.rand(batch, K, device=device)
+    return ((torch.arange(K, device=device, dtype=torch.float32) + 0.5) / K).expand(batch, K)
+
+@patch
+@torch.no_grad()
+def q_values(self: RainbowNetwork, obs: Tensor, taus: Tensor | None = None) -> Tensor:
+    "Q values (B, A) to act greedily on (C51: expectation over atoms; IQN: mean of K quantiles)."
+    if self.head == "iqn" and taus is None: taus = self.acting_taus(obs.shape[0], obs.device)
+    return self.expected_q(self(obs, taus) if self.head == "iqn" else self(obs))
 
 # %% ../nbs/08_rainbow.ipynb #134454d5
 def c51_projection(next_probs: Tensor, returns: Tensor, discounts: Tensor, v_min: float, v_max: float) -> Tensor:

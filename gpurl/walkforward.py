@@ -282,7 +282,7 @@ def _restore(trainer, st: _DriverState, best: dict, state: dict, fold: int, h: s
     if saved_h is not None and saved_h != h:
         warnings.warn(f"resume_state was written with config_hash {saved_h}, this run has {h}: the trainer config or "
                       f"the driver settings (other than epochs) differ, so the resumed fold does not continue the same "
-                      f"run; resume with the settings of the interrupted run", RuntimeWarning, stacklevel=3)
+                      f"run; resume with the settings of the interrupted run", RuntimeWarning, stacklevel=4)
     trainer.load_state_dict(state["trainer"])
     with torch.no_grad(): trainer.lr.copy_(d.pop("lr"))
     saved_best = d.pop("best")
@@ -332,6 +332,56 @@ def _run_hash(trainer, cfg: DriverConfig) -> str:
     tc = dataclasses.asdict(tc) if dataclasses.is_dataclass(tc) and not isinstance(tc, type) else tc
     return config_hash({"trainer": tc, "driver": {**cfg.to_dict(), "epochs": None}})
 
+# %% ../nbs/09_walkforward.ipynb #3c87c248
+def _start_fold(trainer, cfg: DriverConfig, fold: int, h: str, resume_state, pool: GpuBufferPool | None):
+    "The best-weights buffers (from `pool` when given) and the driver state, restored from `resume_state` when given."
+    live = trainer.named_tensors()
+    best = {k: pool.acquire(v.shape, v.dtype, v.device) if pool is not None else torch.empty_like(v)
+            for k, v in live.items()}
+    st = _DriverState(fold=fold)
+    if resume_state is not None:
+        try: _restore(trainer, st, best, _load_resume(resume_state), fold, h)
+        except BaseException:
+            if pool is not None:
+                for t in best.values(): pool.release(t)      # the pool buffers go back on this exit path too
+            raise
+        if st.stop_reason == "max_epochs" and st.epoch < cfg.epochs: st.stop_reason = None   # asked for more epochs
+    return best, st
+
+def _apply_rules(trainer, cfg: DriverConfig, st: _DriverState, best: dict, w: _Writer, value: float, epoch: int,
+                 meta: Callable[[str], dict[str, str]]) -> None:
+    "One epoch's rules, in order: best checkpoint on improvement, periodic checkpoint, early stop or LR plateau."
+    if _improved(value, st.best_metric, cfg.mode, cfg.min_delta):
+        _copy_tensors_(best, trainer.named_tensors())
+        st.best_metric, st.best_epoch, st.since_improve, st.since_plateau = value, epoch, 0, 0
+        w.submit(best, meta("best"))
+    else:
+        st.since_improve += 1; st.since_plateau += 1
+    if cfg.periodic_every and (epoch + 1) % cfg.periodic_every == 0:
+        w.submit(trainer.named_tensors(), meta("periodic"))
+    if cfg.patience and st.since_improve >= cfg.patience:
+        st.stop_reason = "early_stop"
+    elif cfg.plateau_patience and st.since_plateau >= cfg.plateau_patience:
+        if st.lr_reductions >= cfg.max_lr_reductions: st.stop_reason = "plateau_exhausted"
+        else:
+            with torch.no_grad(): trainer.lr.mul_(cfg.lr_factor)
+            st.lr_reductions += 1; st.since_plateau = 0
+    if st.stop_reason in ("early_stop", "plateau_exhausted"):
+        w.submit(trainer.named_tensors(), meta(st.stop_reason))
+    elif epoch + 1 >= cfg.epochs:
+        st.stop_reason = "max_epochs"
+
+def _submit_last_state(trainer, st: _DriverState, best: dict, w: _Writer, record: dict[str, str], h: str) -> None:
+    "Submit the full state resume needs: the trainer's state_dict and the driver's counters, best tensors and RNGs."
+    st.checkpoints.append(record)          # recorded first: the saved state lists itself, as a full run does
+    state = {"trainer": trainer.state_dict(),
+             "driver": {**dataclasses.asdict(st), "lr": trainer.lr,
+                        "best": best if st.best_epoch is not None else {},
+                        "rng": rng_state(), "config_hash": h}}
+    tensors, flat_meta = flatten_state(state)
+    w.submit(tensors, record, flat_meta, record=False)
+
+# %% ../nbs/09_walkforward.ipynb #47cb756b
 def train_fold(trainer: FoldTrainer, data: FoldSplits | tuple[FoldData, FoldData], driver: DriverConfig | None = None,
                checkpoint_callback: CheckpointCallback | str | Path | None = None, *,
                fold: int | None = None, resume_state=None, progress: bool = True,
@@ -349,17 +399,7 @@ def train_fold(trainer: FoldTrainer, data: FoldSplits | tuple[FoldData, FoldData
     _, val, fold = _unpack(data, fold)             # the train split is the trainer's own; the test split never enters
     h = config_hash or _run_hash(trainer, cfg)
     card = dict(trainer.model_metadata()) if hasattr(trainer, "model_metadata") else {}   # what rebuilds the model
-    live = trainer.named_tensors()
-    best = {k: pool.acquire(v.shape, v.dtype, v.device) if pool is not None else torch.empty_like(v)
-            for k, v in live.items()}
-    st = _DriverState(fold=fold)
-    if resume_state is not None:
-        try: _restore(trainer, st, best, _load_resume(resume_state), fold, h)
-        except BaseException:
-            if pool is not None:
-                for t in best.values(): pool.release(t)      # the pool buffers go back on this exit path too
-            raise
-        if st.stop_reason == "max_epochs" and st.epoch < cfg.epochs: st.stop_reason = None   # asked for more epochs
+    best, st = _start_fold(trainer, cfg, fold, h, resume_state, pool)
     own = checkpointer is None and checkpoint_callback is not None
     ckpt = AsyncCheckpointer() if own else checkpointer
     target = str(checkpoint_callback) if isinstance(checkpoint_callback, Path) else checkpoint_callback
@@ -377,39 +417,14 @@ def train_fold(trainer: FoldTrainer, data: FoldSplits | tuple[FoldData, FoldData
             st.history.append({"epoch": float(epoch), **m})
             step = int(m["train_step"]) if "train_step" in m else epoch + 1
             meta = lambda kind: _meta(fold, kind, epoch, step, m, cfg.metric, h, card)
-            if _improved(value, st.best_metric, cfg.mode, cfg.min_delta):
-                _copy_tensors_(best, trainer.named_tensors())
-                st.best_metric, st.best_epoch, st.since_improve, st.since_plateau = value, epoch, 0, 0
-                w.submit(best, meta("best"))
-            else:
-                st.since_improve += 1; st.since_plateau += 1
-            if cfg.periodic_every and (epoch + 1) % cfg.periodic_every == 0:
-                w.submit(trainer.named_tensors(), meta("periodic"))
-            if cfg.patience and st.since_improve >= cfg.patience:
-                st.stop_reason = "early_stop"
-            elif cfg.plateau_patience and st.since_plateau >= cfg.plateau_patience:
-                if st.lr_reductions >= cfg.max_lr_reductions: st.stop_reason = "plateau_exhausted"
-                else:
-                    with torch.no_grad(): trainer.lr.mul_(cfg.lr_factor)
-                    st.lr_reductions += 1; st.since_plateau = 0
-            if st.stop_reason in ("early_stop", "plateau_exhausted"):
-                w.submit(trainer.named_tensors(), meta(st.stop_reason))
-            elif epoch + 1 >= cfg.epochs:
-                st.stop_reason = "max_epochs"
+            _apply_rules(trainer, cfg, st, best, w, value, epoch, meta)
             st.epoch = epoch + 1
             if on_epoch_end is not None: on_epoch_end(fold, epoch, dict(m))
             bar.set_postfix({k: f"{m[n]:.4g}" for k, n in (("loss", "train_loss"), ("val_sharpe", "val_sharpe"),
                                                            ("lr", "lr")) if n in m}, refresh=False)
             bar.update(1)
             if w.target is not None and cfg.last_state_every and (st.epoch % cfg.last_state_every == 0 or st.stop_reason):
-                record = meta("last_state")
-                st.checkpoints.append(record)          # recorded first: the saved state lists itself, as a full run does
-                state = {"trainer": trainer.state_dict(),
-                         "driver": {**dataclasses.asdict(st), "lr": trainer.lr,
-                                    "best": best if st.best_epoch is not None else {},
-                                    "rng": rng_state(), "config_hash": h}}
-                tensors, flat_meta = flatten_state(state)
-                w.submit(tensors, record, flat_meta, record=False)
+                _submit_last_state(trainer, st, best, w, meta("last_state"), h)
             w.check()
             if st.stop_reason: break
     except BaseException as exc:
