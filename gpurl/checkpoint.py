@@ -7,6 +7,7 @@ from __future__ import annotations
 import atexit, collections, dataclasses, hashlib, json, os, threading, uuid, warnings, weakref
 from concurrent.futures import Future
 from typing import Any, Callable, Mapping
+from fastcore.basics import patch
 import torch
 from torch import Tensor, nn
 from .state import SAFETENSORS_NAMES, encode_header, read_safetensors_header
@@ -110,66 +111,76 @@ class SnapshotRing:
         self._side: dict[str, Any] = {}
         self.stats = {"allocations": 0, "reuses": 0, "waits": 0}
 
-    def _side_stream(self, device: torch.device):
-        s = self._side.get(str(device))
-        if s is None: s = self._side[str(device)] = torch.cuda.Stream(device=device)
-        return s
+# %% ../nbs/05_checkpoint.ipynb #fcdff043
+@patch
+def _side_stream(self: SnapshotRing, device: torch.device):
+    s = self._side.get(str(device))
+    if s is None: s = self._side[str(device)] = torch.cuda.Stream(device=device)
+    return s
 
-    def _evict(self):
+@patch
+def _evict(self: SnapshotRing):
+    for k in list(self._pools):
+        if len(self._pools) <= self.max_layouts: break
+        if not any(s.busy for s in self._pools[k]): del self._pools[k]
+
+@patch
+def acquire(self: SnapshotRing, layout: _Layout) -> tuple[_Slot, int]:
+    "A free slot for `layout` (allocating up to `slots`, else waiting) and its generation."
+    with self._cond:
+        waited = False
+        while True:
+            pool = self._pools.get(layout.key)
+            if pool is None:
+                pool = self._pools[layout.key] = []
+                self._evict()
+            self._pools.move_to_end(layout.key)
+            free = [s for s in pool if not s.busy]
+            if free:
+                slot = free[0]; self.stats["reuses"] += 1; break
+            if len(pool) < self.slots:
+                slot = _Slot(layout, self._side_stream(layout.device) if layout.dev_nbytes else None)
+                pool.append(slot); self.stats["allocations"] += 1; break
+            if not waited: self.stats["waits"] += 1; waited = True
+            if not self._cond.wait(self.timeout):
+                raise RuntimeError(f"no free snapshot slot after {self.timeout} s: all {self.slots} are held by "
+                                   "snapshots not yet serialised (submit or release() them)")
+        slot.busy, slot.gen = True, slot.gen + 1
+        return slot, slot.gen
+
+@patch
+def release(self: SnapshotRing, slot: _Slot, gen: int) -> None:
+    "Return `slot` to the ring (idempotent per generation)."
+    with self._cond:
+        if slot.busy and slot.gen == gen:
+            slot.busy = False
+            self._cond.notify_all()
+
+# %% ../nbs/05_checkpoint.ipynb #96b48d54
+@patch(as_prop=True)
+def host_bytes(self: SnapshotRing) -> int:
+    "Bytes of host buffers held by the ring."
+    with self._cond: return sum(s.host.numel() for p in self._pools.values() for s in p)
+
+@patch(as_prop=True)
+def host_bytes_reserved(self: SnapshotRing) -> int:
+    "Host bytes counting the pinned allocator's power-of-two rounding of each pinned block."
+    with self._cond:
+        return sum((1 << (s.host.numel() - 1).bit_length()) if s.host.is_pinned() else s.host.numel()
+                   for p in self._pools.values() for s in p)
+
+@patch(as_prop=True)
+def device_bytes(self: SnapshotRing) -> int:
+    "Bytes of device staging buffers held by the ring."
+    with self._cond: return sum(s.staging.numel() for p in self._pools.values() for s in p if s.staging is not None)
+
+@patch
+def clear(self: SnapshotRing) -> None:
+    "Drop every idle slot (busy ones stay until released)."
+    with self._cond:
         for k in list(self._pools):
-            if len(self._pools) <= self.max_layouts: break
-            if not any(s.busy for s in self._pools[k]): del self._pools[k]
-
-    def acquire(self, layout: _Layout) -> tuple[_Slot, int]:
-        "A free slot for `layout` (allocating up to `slots`, else waiting) and its generation."
-        with self._cond:
-            waited = False
-            while True:
-                pool = self._pools.get(layout.key)
-                if pool is None:
-                    pool = self._pools[layout.key] = []
-                    self._evict()
-                self._pools.move_to_end(layout.key)
-                free = [s for s in pool if not s.busy]
-                if free:
-                    slot = free[0]; self.stats["reuses"] += 1; break
-                if len(pool) < self.slots:
-                    slot = _Slot(layout, self._side_stream(layout.device) if layout.dev_nbytes else None)
-                    pool.append(slot); self.stats["allocations"] += 1; break
-                if not waited: self.stats["waits"] += 1; waited = True
-                if not self._cond.wait(self.timeout):
-                    raise RuntimeError(f"no free snapshot slot after {self.timeout} s: all {self.slots} are held by "
-                                       "snapshots not yet serialised (submit or release() them)")
-            slot.busy, slot.gen = True, slot.gen + 1
-            return slot, slot.gen
-
-    def release(self, slot: _Slot, gen: int) -> None:
-        "Return `slot` to the ring (idempotent per generation)."
-        with self._cond:
-            if slot.busy and slot.gen == gen:
-                slot.busy = False
-                self._cond.notify_all()
-
-    @property
-    def host_bytes(self) -> int:
-        "Bytes of host buffers held by the ring."
-        with self._cond: return sum(s.host.numel() for p in self._pools.values() for s in p)
-    @property
-    def host_bytes_reserved(self) -> int:
-        "Host bytes counting the pinned allocator's power-of-two rounding of each pinned block."
-        with self._cond:
-            return sum((1 << (s.host.numel() - 1).bit_length()) if s.host.is_pinned() else s.host.numel()
-                       for p in self._pools.values() for s in p)
-    @property
-    def device_bytes(self) -> int:
-        "Bytes of device staging buffers held by the ring."
-        with self._cond: return sum(s.staging.numel() for p in self._pools.values() for s in p if s.staging is not None)
-    def clear(self) -> None:
-        "Drop every idle slot (busy ones stay until released)."
-        with self._cond:
-            for k in list(self._pools):
-                self._pools[k] = [s for s in self._pools[k] if s.busy]
-                if not self._pools[k]: del self._pools[k]
+            self._pools[k] = [s for s in self._pools[k] if s.busy]
+            if not self._pools[k]: del self._pools[k]
 
 _DEFAULT_RING: SnapshotRing | None = None
 def default_ring() -> SnapshotRing:
@@ -213,6 +224,7 @@ def checkpoint_metadata(*, epoch=None, fold=None, kind=None, val_sharpe=None, st
     d.update(extra)
     return _coerce_metadata({k: v for k, v in d.items() if v is not None})
 
+# %% ../nbs/05_checkpoint.ipynb #a7325b5c
 class CheckpointSnapshot:
     "A point-in-time copy of named tensors in one flat host buffer (pinned on CUDA) + layout + event + metadata."
     def __init__(self, host: Tensor, layout: _Layout, event, metadata: dict[str, str], ring: SnapshotRing,
@@ -252,6 +264,7 @@ class CheckpointSnapshot:
         return (f"CheckpointSnapshot({len(self.layout.entries)} tensors, {self.nbytes} bytes, "
                 f"device={self.layout.device}, {m}, done={self.done() if not self.released else 'released'})")
 
+# %% ../nbs/05_checkpoint.ipynb #85fcc0cb
 def _copy_all(dsts: list[Tensor], srcs: list[Tensor]) -> None:
     if not dsts: return
     try: torch._foreach_copy_(dsts, srcs)
@@ -409,89 +422,96 @@ class AsyncCheckpointer:
         self._thread.start()
         _LIVE.add(self)
 
-    def submit(self, snapshot: CheckpointSnapshot, target, *, replace: bool = True) -> Future:
-        "Queue `snapshot` for `target` (path template or CheckpointCallback); a queued job of the same key is replaced."
-        if not isinstance(snapshot, CheckpointSnapshot):
-            raise TypeError(f"submit expects a CheckpointSnapshot (from snapshot_model_to_pinned), got {type(snapshot).__name__}")
-        snapshot._check()
-        meta = snapshot.metadata
-        if isinstance(target, (str, os.PathLike)): target = path_callback(target)
-        if not callable(target):
-            raise TypeError(f"target must be a path template or a callable(data: bytearray, metadata: dict), got {type(target).__name__}")
-        tmpl = getattr(target, "template", None)
-        path = _format_path(tmpl, meta) if tmpl is not None else None
-        if tmpl is not None: tkey = ("path", tmpl)
-        else:   # bound methods compare equal per (instance, function); unhashable callables by identity
-            try: hash(target); tkey = ("callback", target)
-            except TypeError: tkey = ("callback", id(target))
-        key = (meta.get("fold"), meta.get("kind"), tkey)
-        fut = Future()
-        job = _Job(snapshot, target, path, _describe(meta, path or getattr(target, "__qualname__", repr(target))), fut)
-        with self._cond:
-            if self._closed: raise RuntimeError("AsyncCheckpointer is closed; create a new one")
-            if not replace: self._seq += 1; key = key + (self._seq,)
-            old = self._queue.pop(key, None)
-            self._queue[key] = job
-            self.stats["submitted"] += 1
-            if old is not None: self.stats["replaced"] += 1
-            self._cond.notify_all()
-        if old is not None:
-            old.future.cancel(); old.snapshot.release()
-        return fut
-
-    def _work(self):
-        while True:
-            with self._cond:
-                while not self._queue and not self._closed: self._cond.wait()
-                if not self._queue: return
-                _, job = self._queue.popitem(last=False)
-                self._running = job
-            try:
-                if job.future.set_running_or_notify_cancel():
-                    try:
-                        data = serialize_snapshot_bytes(job.snapshot)
-                        job.target(data, dict(job.snapshot.metadata))
-                        del data
-                    except BaseException as e:
-                        err = CheckpointError(f"{job.desc} failed: {type(e).__name__}: {e}")
-                        err.__cause__ = e
-                        with self._cond: self._errors.append(err); self.stats["failed"] += 1
-                        job.future.set_exception(err)
-                    else:
-                        with self._cond: self.stats["written"] += 1
-                        job.future.set_result(job.path)
-            finally:
-                job.snapshot.release()
-                with self._cond:
-                    self._running = None; self._cond.notify_all()
-
-    @property
-    def pending(self) -> int:
-        "Jobs queued or running."
-        with self._cond: return len(self._queue) + (self._running is not None)
-
-    def drain(self, timeout: float | None = None) -> None:
-        "Wait for every submitted job; re-raise a worker error (CheckpointError naming the checkpoint)."
-        with self._cond:
-            ok = self._cond.wait_for(lambda: not self._queue and self._running is None, timeout)
-            errs, self._errors = self._errors, []
-        if errs:
-            if len(errs) == 1: raise errs[0]
-            raise CheckpointError(f"{len(errs)} checkpoint jobs failed:\n" + "\n".join(str(e) for e in errs)) from errs[0]
-        if not ok: raise TimeoutError(f"checkpoint jobs still pending after {timeout} s")
-
-    def close(self) -> None:
-        "Drain, then stop the worker thread."
-        try: self.drain()
-        finally:
-            with self._cond: self._closed = True; self._cond.notify_all()
-            if threading.current_thread() is not self._thread: self._thread.join()
-
     def __enter__(self): return self
     def __exit__(self, typ, exc, tb):
         if typ is None: self.close(); return
         try: self.close()
         except Exception as e: warnings.warn(f"while handling {typ.__name__}: {e}")
+
+# %% ../nbs/05_checkpoint.ipynb #0b7a4540
+@patch
+def submit(self: AsyncCheckpointer, snapshot: CheckpointSnapshot, target, *, replace: bool = True) -> Future:
+    "Queue `snapshot` for `target` (path template or CheckpointCallback); a queued job of the same key is replaced."
+    if not isinstance(snapshot, CheckpointSnapshot):
+        raise TypeError(f"submit expects a CheckpointSnapshot (from snapshot_model_to_pinned), got {type(snapshot).__name__}")
+    snapshot._check()
+    meta = snapshot.metadata
+    if isinstance(target, (str, os.PathLike)): target = path_callback(target)
+    if not callable(target):
+        raise TypeError(f"target must be a path template or a callable(data: bytearray, metadata: dict), got {type(target).__name__}")
+    tmpl = getattr(target, "template", None)
+    path = _format_path(tmpl, meta) if tmpl is not None else None
+    if tmpl is not None: tkey = ("path", tmpl)
+    else:   # bound methods compare equal per (instance, function); unhashable callables by identity
+        try: hash(target); tkey = ("callback", target)
+        except TypeError: tkey = ("callback", id(target))
+    key = (meta.get("fold"), meta.get("kind"), tkey)
+    fut = Future()
+    job = _Job(snapshot, target, path, _describe(meta, path or getattr(target, "__qualname__", repr(target))), fut)
+    with self._cond:
+        if self._closed: raise RuntimeError("AsyncCheckpointer is closed; create a new one")
+        if not replace: self._seq += 1; key = key + (self._seq,)
+        old = self._queue.pop(key, None)
+        self._queue[key] = job
+        self.stats["submitted"] += 1
+        if old is not None: self.stats["replaced"] += 1
+        self._cond.notify_all()
+    if old is not None:
+        old.future.cancel(); old.snapshot.release()
+    return fut
+
+# %% ../nbs/05_checkpoint.ipynb #7ce80289
+@patch
+def _work(self: AsyncCheckpointer):
+    while True:
+        with self._cond:
+            while not self._queue and not self._closed: self._cond.wait()
+            if not self._queue: return
+            _, job = self._queue.popitem(last=False)
+            self._running = job
+        try:
+            if job.future.set_running_or_notify_cancel():
+                try:
+                    data = serialize_snapshot_bytes(job.snapshot)
+                    job.target(data, dict(job.snapshot.metadata))
+                    del data
+                except BaseException as e:
+                    err = CheckpointError(f"{job.desc} failed: {type(e).__name__}: {e}")
+                    err.__cause__ = e
+                    with self._cond: self._errors.append(err); self.stats["failed"] += 1
+                    job.future.set_exception(err)
+                else:
+                    with self._cond: self.stats["written"] += 1
+                    job.future.set_result(job.path)
+        finally:
+            job.snapshot.release()
+            with self._cond:
+                self._running = None; self._cond.notify_all()
+
+# %% ../nbs/05_checkpoint.ipynb #6ecde729
+@patch(as_prop=True)
+def pending(self: AsyncCheckpointer) -> int:
+    "Jobs queued or running."
+    with self._cond: return len(self._queue) + (self._running is not None)
+
+@patch
+def drain(self: AsyncCheckpointer, timeout: float | None = None) -> None:
+    "Wait for every submitted job; re-raise a worker error (CheckpointError naming the checkpoint)."
+    with self._cond:
+        ok = self._cond.wait_for(lambda: not self._queue and self._running is None, timeout)
+        errs, self._errors = self._errors, []
+    if errs:
+        if len(errs) == 1: raise errs[0]
+        raise CheckpointError(f"{len(errs)} checkpoint jobs failed:\n" + "\n".join(str(e) for e in errs)) from errs[0]
+    if not ok: raise TimeoutError(f"checkpoint jobs still pending after {timeout} s")
+
+@patch
+def close(self: AsyncCheckpointer) -> None:
+    "Drain, then stop the worker thread."
+    try: self.drain()
+    finally:
+        with self._cond: self._closed = True; self._cond.notify_all()
+        if threading.current_thread() is not self._thread: self._thread.join()
 
 @atexit.register
 def _drain_at_exit():

@@ -259,145 +259,162 @@ class TradingEnv:
         if self.compiled: self._launch = self._step_launch()
         self.reset()
 
-    def _step_launch(self) -> Callable[[Tensor], None]:
-        "This env's `_step_kernel` launch as a function of the actions (grid, buffers and constants fixed once)."
-        n, W, F = self.n_envs, self.window, self._row_len if self.observe else 0
-        obs, src, pos = (self._obs_buf, self._src, self._pos_table) if self.observe else (self.reward,) * 3
-        # rows are whole 32-byte sectors: the row stride is a multiple of a 16-byte vector (the kernel's alignment hint)
-        mult, pad = (max(1, 16 // obs.element_size()), obs.shape[1] - W * F) if self.observe else (1, 1)   # pad: pos + 0s
-        stride_q = obs.stride(0) // mult
-        state, end, restart, reward = self._state, self._end, self._restart, self.reward
-        term, trunc = self.terminated.view(torch.uint8), self.truncated.view(torch.uint8)
-        table, end_shift, T, n_act, flat_lo = self._reward_table, self._end_shift, self.n_bars, self.n_bars - W, self._lo
-        i32 = self.n_actions * T < _I32_STATES
-        kernel = _step_kernel[(triton.cdiv(n, _STEP_ROWS),)]
-        consts = dict(OBSERVE=self.observe, N_ACTIONS=self.n_actions, EPISODE=self.episode_len is not None, ROW_LEN=F,
-                      WINDOW_LEN=W * F, STRIDE_MULT=mult, ROWS=_STEP_ROWS, num_warps=_STEP_WARPS,
-                      BLOCK=min(triton.next_power_of_2(max(W * F, 1)), max(16, 2048 // _STEP_ROWS)),
-                      PAD=pad, PAD_BLOCK=triton.next_power_of_2(pad), I32=i32)
-        def launch(actions: Tensor) -> None:
-            kernel(state, end, restart, actions, table, reward, term, trunc, src, pos, obs, stride_q, n, end_shift, T,
-                   n_act, flat_lo, **consts)
-        return launch
-
-    def _build_tables(self, lr_act: Tensor):
-        "Reward, next state and the fold's end (or the next bar) for every (state, action): [position, bar - window + 1, action]."
-        T, K, n, dev = self.n_bars, self.n_actions, self.n_bars - self.window, self.device
-        levels = self.position_values
-        lr_rows = torch.zeros(T, dtype=lr_act.dtype, device=dev)
-        lr_rows[:n] = lr_act                                               # rows n.. are never held (ended first)
-        self._reward_table = _reward(levels.view(1, 1, K), levels.view(K, 1, 1), lr_rows.view(1, T, 1), self.cost).reshape(-1)
-        row = torch.arange(T, device=dev)
-        nxt = (row + 1).clamp(max=T - 1).view(1, T, 1)
-        expand = lambda t: t.expand(K, T, K).reshape(-1)
-        self._next_table = expand(torch.arange(K, device=dev).view(1, 1, K) * T + nxt)
-        self._end_table = expand((row + 1 >= n).view(1, T, 1) if self.episode_len is None else nxt)
-        self._pos_table = levels.to(self.obs_dtype).repeat_interleave(T)  # s -> value of position s // T
-
-    @property
-    def bar(self) -> Tensor:
-        "Current bar of every env, a row of `data.features` (fold-local): (n_envs,) int64."
-        return torch.remainder(self._state, self.n_bars) + (self.window - 1)
-
-    @property
-    def position(self) -> Tensor:
-        "Index into `positions` of the level every env holds: (n_envs,) int64."
-        return torch.div(self._state, self.n_bars, rounding_mode="floor")
-
-    def _fused(self) -> bool:
-        "Run the fused Triton step (not when inside a compiling caller, which traces the plain ops and fuses them itself)."
-        return self.compiled and not torch.compiler.is_compiling()
-
-    def _observe(self):
-        "Write the observation of every env's state: its window rows and the value of the position it holds."
-        if not self.observe: return
-        if torch.compiler.is_compiling():                              # traced by a compiling caller: element-wise
-            _gather_rows(self._src, self._state, self._row_len, self._pos_table, self._obs_rows, self._obs_position)
-        else:                                                          # whole rows in 16-byte words
-            torch.index_select(self._windows, 0, self._state, out=self._obs_windows)
-            torch.take(self._pos_table, self._state, out=self._obs_position)
-
-    def reset(self, bars: Tensor | Sequence[int] | int | None = None) -> Tensor | None:
-        "Start every env flat at a random bar (or at `bars`, checked with one host read); returns the observation buffer."
-        W, T, n = self.window, self.n_bars, self.n_bars - self.window
-        if bars is None:
-            torch.randint(self._lo, self._hi, (self.n_envs,), generator=self.generator, out=self._state)
-        else:
-            b = torch.as_tensor(bars, device=self.device)
-            if b.is_floating_point() or b.ndim > 1 or (b.ndim == 1 and b.shape[0] != self.n_envs):
-                raise ValueError(f"bars must be an int or an int tensor ({self.n_envs},), got {b.dtype} {tuple(b.shape)}")
-            b = b.long().expand(self.n_envs)
-            if not bool(((b >= W - 1) & (b <= T - 2)).all()):
-                raise ValueError(f"bars must lie in [window-1, T-2] = [{W - 1}, {T - 2}] (a full window, a next bar)")
-            self._state.copy_(b - (W - 1) + self._lo)
-        start = self._state - self._lo
-        self._end.copy_(start + self.episode_len if self.episode_len is not None else torch.full_like(start, n)).clamp_(max=n)
-        self.reward.zero_(); self.terminated.zero_(); self.truncated.zero_()
-        self._observe()
-        return self.obs
-
-    def _check_actions(self, actions):
-        if not isinstance(actions, Tensor) or actions.is_floating_point() or actions.is_complex() or actions.dtype == torch.bool:
-            raise TypeError(f"actions must be an integer tensor ({self.n_envs},) of indices into positions, "
-                            f"got {getattr(actions, 'dtype', type(actions).__name__)}")
-        if actions.shape != (self.n_envs,):
-            raise ValueError(f"actions must have shape ({self.n_envs},), got {tuple(actions.shape)}")
-        if actions.device != self.device: raise ValueError(f"actions on {actions.device}, env on {self.device}")
-        if actions.device.type == "cpu" and (int(actions.min()) < 0 or int(actions.max()) >= self.n_actions):
-            raise ValueError(f"actions must lie in [0, {self.n_actions}) (indices into positions={self.positions})")
-
-    def draw_restarts(self) -> None:
-        "The step's only random draw: a restart state for every env (taken where an episode ends), from `generator`."
-        torch.randint(self._lo, self._hi, (self.n_envs,), generator=self.generator, out=self._restart)
-
-    def advance(self, actions: Tensor) -> None:
-        "The step after `draw_restarts()`, unchecked: transition and observation in place, no random draw (traceable)."
-        if self._fused(): return self._launch(actions)          # transition + observation: one Triton kernel
-        if torch.compiler.is_compiling():
-            _transition(self._state, self._end, self._restart, actions, self._reward_table, self._next_table,
-                        self._end_table, self.reward, self.terminated, self.truncated, self.n_actions, self.episode_len,
-                        self._end_shift, self.n_bars - self.window)
-        else: self._transition_eager(actions)
-        self._observe()
-
-    def _transition_eager(self, actions: Tensor) -> None:
-        "`_transition` as `out=` kernels on the env's own buffers: uncompiled, allocation-free is the fastest form."
-        torch.add(actions, self._state, alpha=self.n_actions, out=self._flat)
-        torch.take(self._reward_table, self._flat, out=self.reward)
-        torch.take(self._next_table, self._flat, out=self._next)
-        if self.episode_len is None:                                    # the fold's end; truncated stays False
-            torch.take(self._end_table, self._flat, out=self.terminated)
-            torch.where(self.terminated, self._restart, self._next, out=self._state)
-        else:                                                           # `truncated` holds every end until the last line
-            torch.take(self._end_table, self._flat, out=self._next_row)
-            torch.ge(self._next_row, self.n_bars - self.window, out=self.terminated)
-            torch.ge(self._next_row, self._end, out=self.truncated)
-            torch.add(self._restart, self._end_shift, out=self._next_row)   # a restarted episode's end
-            torch.where(self.truncated, self._next_row, self._end, out=self._end)
-            torch.where(self.truncated, self._restart, self._next, out=self._state)
-            torch.logical_xor(self.truncated, self.terminated, out=self.truncated)   # ends not at the fold's end
-
-    def step(self, actions: Tensor) -> tuple[Tensor | None, Tensor, Tensor, Tensor]:
-        "Every env acts at its bar (check, `draw_restarts()`, `advance()`): (obs, reward, terminated, truncated) buffers; auto-reset."
-        self._check_actions(actions)
-        self.draw_restarts()
-        self.advance(actions)
-        return self.obs, self.reward, self.terminated, self.truncated
-
-    def observation_at(self, bar: Tensor, position: Tensor) -> Tensor:
-        "The observation of states (bar, position index): what the env serves there, also the final one of an ended episode."
-        return make_observation(self.features, bar, self.position_values[position], self.window)
-
-    def state_tensors(self) -> list[Tensor]:
-        "Every tensor `step` updates in place (state, restarts, episode ends, scratch, reward, the end flags, observation buffer)."
-        ts = [self._state, self._restart, self._end, self._flat, self._next, self._next_row, self.reward, self.terminated,
-              self.truncated]
-        return ts + [self._obs_buf] if self.observe else ts
-
     def __repr__(self):
         return (f"TradingEnv(n_envs={self.n_envs}, bars={self.n_bars}, window={self.window}, positions={self.positions}, "
                 f"cost={self.cost:g}, episode_len={self.episode_len}, obs_dim={self.obs_dim}, obs_dtype={self.obs_dtype}, "
                 f"observe={self.observe}, compiled={self.compiled}, device={self.device})")
+
+# %% ../nbs/04_env.ipynb #474c3ed6
+@patch
+def _step_launch(self: TradingEnv) -> Callable[[Tensor], None]:
+    "This env's `_step_kernel` launch as a function of the actions (grid, buffers and constants fixed once)."
+    n, W, F = self.n_envs, self.window, self._row_len if self.observe else 0
+    obs, src, pos = (self._obs_buf, self._src, self._pos_table) if self.observe else (self.reward,) * 3
+    # rows are whole 32-byte sectors: the row stride is a multiple of a 16-byte vector (the kernel's alignment hint)
+    mult, pad = (max(1, 16 // obs.element_size()), obs.shape[1] - W * F) if self.observe else (1, 1)   # pad: pos + 0s
+    stride_q = obs.stride(0) // mult
+    state, end, restart, reward = self._state, self._end, self._restart, self.reward
+    term, trunc = self.terminated.view(torch.uint8), self.truncated.view(torch.uint8)
+    table, end_shift, T, n_act, flat_lo = self._reward_table, self._end_shift, self.n_bars, self.n_bars - W, self._lo
+    i32 = self.n_actions * T < _I32_STATES
+    kernel = _step_kernel[(triton.cdiv(n, _STEP_ROWS),)]
+    consts = dict(OBSERVE=self.observe, N_ACTIONS=self.n_actions, EPISODE=self.episode_len is not None, ROW_LEN=F,
+                  WINDOW_LEN=W * F, STRIDE_MULT=mult, ROWS=_STEP_ROWS, num_warps=_STEP_WARPS,
+                  BLOCK=min(triton.next_power_of_2(max(W * F, 1)), max(16, 2048 // _STEP_ROWS)),
+                  PAD=pad, PAD_BLOCK=triton.next_power_of_2(pad), I32=i32)
+    def launch(actions: Tensor) -> None:
+        kernel(state, end, restart, actions, table, reward, term, trunc, src, pos, obs, stride_q, n, end_shift, T,
+               n_act, flat_lo, **consts)
+    return launch
+
+# %% ../nbs/04_env.ipynb #8a96b3fc
+@patch
+def _build_tables(self: TradingEnv, lr_act: Tensor):
+    "Reward, next state and the fold's end (or the next bar) for every (state, action): [position, bar - window + 1, action]."
+    T, K, n, dev = self.n_bars, self.n_actions, self.n_bars - self.window, self.device
+    levels = self.position_values
+    lr_rows = torch.zeros(T, dtype=lr_act.dtype, device=dev)
+    lr_rows[:n] = lr_act                                               # rows n.. are never held (ended first)
+    self._reward_table = _reward(levels.view(1, 1, K), levels.view(K, 1, 1), lr_rows.view(1, T, 1), self.cost).reshape(-1)
+    row = torch.arange(T, device=dev)
+    nxt = (row + 1).clamp(max=T - 1).view(1, T, 1)
+    expand = lambda t: t.expand(K, T, K).reshape(-1)
+    self._next_table = expand(torch.arange(K, device=dev).view(1, 1, K) * T + nxt)
+    self._end_table = expand((row + 1 >= n).view(1, T, 1) if self.episode_len is None else nxt)
+    self._pos_table = levels.to(self.obs_dtype).repeat_interleave(T)  # s -> value of position s // T
+
+@patch(as_prop=True)
+def bar(self: TradingEnv) -> Tensor:
+    "Current bar of every env, a row of `data.features` (fold-local): (n_envs,) int64."
+    return torch.remainder(self._state, self.n_bars) + (self.window - 1)
+
+@patch(as_prop=True)
+def position(self: TradingEnv) -> Tensor:
+    "Index into `positions` of the level every env holds: (n_envs,) int64."
+    return torch.div(self._state, self.n_bars, rounding_mode="floor")
+
+# %% ../nbs/04_env.ipynb #884dfed6
+@patch
+def _fused(self: TradingEnv) -> bool:
+    "Run the fused Triton step (not when inside a compiling caller, which traces the plain ops and fuses them itself)."
+    return self.compiled and not torch.compiler.is_compiling()
+
+@patch
+def _observe(self: TradingEnv):
+    "Write the observation of every env's state: its window rows and the value of the position it holds."
+    if not self.observe: return
+    if torch.compiler.is_compiling():                              # traced by a compiling caller: element-wise
+        _gather_rows(self._src, self._state, self._row_len, self._pos_table, self._obs_rows, self._obs_position)
+    else:                                                          # whole rows in 16-byte words
+        torch.index_select(self._windows, 0, self._state, out=self._obs_windows)
+        torch.take(self._pos_table, self._state, out=self._obs_position)
+
+@patch
+def reset(self: TradingEnv, bars: Tensor | Sequence[int] | int | None = None) -> Tensor | None:
+    "Start every env flat at a random bar (or at `bars`, checked with one host read); returns the observation buffer."
+    W, T, n = self.window, self.n_bars, self.n_bars - self.window
+    if bars is None:
+        torch.randint(self._lo, self._hi, (self.n_envs,), generator=self.generator, out=self._state)
+    else:
+        b = torch.as_tensor(bars, device=self.device)
+        if b.is_floating_point() or b.ndim > 1 or (b.ndim == 1 and b.shape[0] != self.n_envs):
+            raise ValueError(f"bars must be an int or an int tensor ({self.n_envs},), got {b.dtype} {tuple(b.shape)}")
+        b = b.long().expand(self.n_envs)
+        if not bool(((b >= W - 1) & (b <= T - 2)).all()):
+            raise ValueError(f"bars must lie in [window-1, T-2] = [{W - 1}, {T - 2}] (a full window, a next bar)")
+        self._state.copy_(b - (W - 1) + self._lo)
+    start = self._state - self._lo
+    self._end.copy_(start + self.episode_len if self.episode_len is not None else torch.full_like(start, n)).clamp_(max=n)
+    self.reward.zero_(); self.terminated.zero_(); self.truncated.zero_()
+    self._observe()
+    return self.obs
+
+# %% ../nbs/04_env.ipynb #fbd45747
+@patch
+def advance(self: TradingEnv, actions: Tensor) -> None:
+    "The step after `draw_restarts()`, unchecked: transition and observation in place, no random draw (traceable)."
+    if self._fused(): return self._launch(actions)          # transition + observation: one Triton kernel
+    if torch.compiler.is_compiling():
+        _transition(self._state, self._end, self._restart, actions, self._reward_table, self._next_table,
+                    self._end_table, self.reward, self.terminated, self.truncated, self.n_actions, self.episode_len,
+                    self._end_shift, self.n_bars - self.window)
+    else: self._transition_eager(actions)
+    self._observe()
+
+@patch
+def _transition_eager(self: TradingEnv, actions: Tensor) -> None:
+    "`_transition` as `out=` kernels on the env's own buffers: uncompiled, allocation-free is the fastest form."
+    torch.add(actions, self._state, alpha=self.n_actions, out=self._flat)
+    torch.take(self._reward_table, self._flat, out=self.reward)
+    torch.take(self._next_table, self._flat, out=self._next)
+    if self.episode_len is None:                                    # the fold's end; truncated stays False
+        torch.take(self._end_table, self._flat, out=self.terminated)
+        torch.where(self.terminated, self._restart, self._next, out=self._state)
+    else:                                                           # `truncated` holds every end until the last line
+        torch.take(self._end_table, self._flat, out=self._next_row)
+        torch.ge(self._next_row, self.n_bars - self.window, out=self.terminated)
+        torch.ge(self._next_row, self._end, out=self.truncated)
+        torch.add(self._restart, self._end_shift, out=self._next_row)   # a restarted episode's end
+        torch.where(self.truncated, self._next_row, self._end, out=self._end)
+        torch.where(self.truncated, self._restart, self._next, out=self._state)
+        torch.logical_xor(self.truncated, self.terminated, out=self.truncated)   # ends not at the fold's end
+
+# %% ../nbs/04_env.ipynb #0441d4a8
+@patch
+def _check_actions(self: TradingEnv, actions):
+    if not isinstance(actions, Tensor) or actions.is_floating_point() or actions.is_complex() or actions.dtype == torch.bool:
+        raise TypeError(f"actions must be an integer tensor ({self.n_envs},) of indices into positions, "
+                        f"got {getattr(actions, 'dtype', type(actions).__name__)}")
+    if actions.shape != (self.n_envs,):
+        raise ValueError(f"actions must have shape ({self.n_envs},), got {tuple(actions.shape)}")
+    if actions.device != self.device: raise ValueError(f"actions on {actions.device}, env on {self.device}")
+    if actions.device.type == "cpu" and (int(actions.min()) < 0 or int(actions.max()) >= self.n_actions):
+        raise ValueError(f"actions must lie in [0, {self.n_actions}) (indices into positions={self.positions})")
+
+@patch
+def draw_restarts(self: TradingEnv) -> None:
+    "The step's only random draw: a restart state for every env (taken where an episode ends), from `generator`."
+    torch.randint(self._lo, self._hi, (self.n_envs,), generator=self.generator, out=self._restart)
+
+@patch
+def step(self: TradingEnv, actions: Tensor) -> tuple[Tensor | None, Tensor, Tensor, Tensor]:
+    "Every env acts at its bar (check, `draw_restarts()`, `advance()`): (obs, reward, terminated, truncated) buffers; auto-reset."
+    self._check_actions(actions)
+    self.draw_restarts()
+    self.advance(actions)
+    return self.obs, self.reward, self.terminated, self.truncated
+
+@patch
+def observation_at(self: TradingEnv, bar: Tensor, position: Tensor) -> Tensor:
+    "The observation of states (bar, position index): what the env serves there, also the final one of an ended episode."
+    return make_observation(self.features, bar, self.position_values[position], self.window)
+
+@patch
+def state_tensors(self: TradingEnv) -> list[Tensor]:
+    "Every tensor `step` updates in place (state, restarts, episode ends, scratch, reward, the end flags, observation buffer)."
+    ts = [self._state, self._restart, self._end, self._flat, self._next, self._next_row, self.reward, self.terminated,
+          self.truncated]
+    return ts + [self._obs_buf] if self.observe else ts
 
 # %% ../nbs/04_env.ipynb #7efd8102
 def _env_config(env: TradingEnv) -> dict:

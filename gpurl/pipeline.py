@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Generic, Iterable, Iterator, Sequence, TypeVar
 import numpy as np
 import torch
+from fastcore.basics import patch
 from .hardware import default_device
 from .foldfile import load_fold
 
@@ -84,77 +85,84 @@ class GpuBufferPool:
         "Allocate a fresh buffer (the pool's only allocation point)."
         return torch.empty(shape, dtype=dtype, device=device, pin_memory=pin_memory)
 
-    def acquire(self, shape, dtype: torch.dtype = torch.float32, device=None, *, pin_memory: bool = False,
-                stream=None) -> torch.Tensor:
-        "A buffer of `shape`/`dtype` on `device` (uninitialised); reuse is ordered on `stream` (default: current)."
-        key = self._key(shape, dtype, device, pin_memory)
-        with self._lock:
-            free, entry, pending = self._free.get(key), None, False
-            if free:
-                for i, (t, evs) in enumerate(free):
-                    if all(e.query() for e in evs): entry = t; del free[i]; break
-                else:
-                    (entry, evs), pending = free.popleft(), True
-                self.stats.reuses += 1
-        if entry is None:
-            entry = self._allocate(*key)
-            with self._lock:
-                self.stats.allocations += 1; self.stats.bytes_allocated += entry.numel() * entry.element_size()
-                self.stats.device_allocations += key[2].type != "cpu"
-        elif pending:
-            if key[2].type == "cuda":     # the GPU orders the reuse: the acquiring stream waits, the host does not
-                s = stream if stream is not None else torch.cuda.current_stream(key[2])
-                for e in evs: s.wait_event(e)
-                with self._lock: self.stats.stream_waits += 1
-            else:                         # the host writes host buffers: it must wait for the copies reading them
-                for e in evs: e.synchronize()
-                with self._lock: self.stats.host_waits += 1
-        with self._lock: self._leased[id(entry)] = (key, entry)
-        return entry
-
-    def release(self, t: torch.Tensor, stream=None) -> None:
-        "Give `t` back; on CUDA it is reused only after the work queued so far on `stream` (default: current) is done."
-        with self._lock: got = self._leased.pop(id(t), None)
-        if got is None or got[1] is not t:
-            if got is not None:
-                with self._lock: self._leased[id(t)] = got
-            raise ValueError("release: this tensor was not acquired from this pool or was already released "
-                             "(release exactly the tensor `acquire` returned, once)")
-        key, evs = got[0], []
-        if key[2].type == "cuda" or key[3]:
-            streams = _as_streams(stream)
-            if not streams and torch.cuda.is_available() and torch.cuda.is_initialized():
-                streams = [torch.cuda.current_stream(key[2] if key[2].type == "cuda" else None)]
-            for s in streams:
-                e = torch.cuda.Event(); e.record(s); evs.append(e)
-        with self._lock: self._free.setdefault(key, deque()).append((t, evs))
-
-    @contextmanager
-    def lease(self, shape, dtype: torch.dtype = torch.float32, device=None, *, pin_memory: bool = False, stream=None):
-        "Context manager: `acquire` on entry, `release` (on `stream`, default the current one) on exit."
-        t = self.acquire(shape, dtype, device, pin_memory=pin_memory, stream=stream)
-        try: yield t
-        finally: self.release(t, stream=stream)
-
-    @property
-    def n_free(self) -> int:
-        "Number of buffers waiting in the pool."
-        with self._lock: return sum(len(v) for v in self._free.values())
-
-    @property
-    def n_leased(self) -> int:
-        "Number of buffers handed out and not yet released."
-        with self._lock: return len(self._leased)
-
-    def clear(self) -> None:
-        "Drop the free buffers (waiting for their pending events first); leased buffers are untouched."
-        with self._lock: free, self._free = self._free, {}
-        for dq in free.values():
-            for t, evs in dq:
-                for e in evs: e.synchronize()
-
     def __repr__(self):
         return f"GpuBufferPool(free={self.n_free}, leased={self.n_leased}, stats={self.stats})"
+
+# %% ../nbs/06_pipeline.ipynb #b0ec5973
+@patch
+def acquire(self: GpuBufferPool, shape, dtype: torch.dtype = torch.float32, device=None, *, pin_memory: bool = False,
+            stream=None) -> torch.Tensor:
+    "A buffer of `shape`/`dtype` on `device` (uninitialised); reuse is ordered on `stream` (default: current)."
+    key = self._key(shape, dtype, device, pin_memory)
+    with self._lock:
+        free, entry, pending = self._free.get(key), None, False
+        if free:
+            for i, (t, evs) in enumerate(free):
+                if all(e.query() for e in evs): entry = t; del free[i]; break
+            else:
+                (entry, evs), pending = free.popleft(), True
+            self.stats.reuses += 1
+    if entry is None:
+        entry = self._allocate(*key)
+        with self._lock:
+            self.stats.allocations += 1; self.stats.bytes_allocated += entry.numel() * entry.element_size()
+            self.stats.device_allocations += key[2].type != "cpu"
+    elif pending:
+        if key[2].type == "cuda":     # the GPU orders the reuse: the acquiring stream waits, the host does not
+            s = stream if stream is not None else torch.cuda.current_stream(key[2])
+            for e in evs: s.wait_event(e)
+            with self._lock: self.stats.stream_waits += 1
+        else:                         # the host writes host buffers: it must wait for the copies reading them
+            for e in evs: e.synchronize()
+            with self._lock: self.stats.host_waits += 1
+    with self._lock: self._leased[id(entry)] = (key, entry)
+    return entry
+
+# %% ../nbs/06_pipeline.ipynb #f98699a5
+@patch
+def release(self: GpuBufferPool, t: torch.Tensor, stream=None) -> None:
+    "Give `t` back; on CUDA it is reused only after the work queued so far on `stream` (default: current) is done."
+    with self._lock: got = self._leased.pop(id(t), None)
+    if got is None or got[1] is not t:
+        if got is not None:
+            with self._lock: self._leased[id(t)] = got
+        raise ValueError("release: this tensor was not acquired from this pool or was already released "
+                         "(release exactly the tensor `acquire` returned, once)")
+    key, evs = got[0], []
+    if key[2].type == "cuda" or key[3]:
+        streams = _as_streams(stream)
+        if not streams and torch.cuda.is_available() and torch.cuda.is_initialized():
+            streams = [torch.cuda.current_stream(key[2] if key[2].type == "cuda" else None)]
+        for s in streams:
+            e = torch.cuda.Event(); e.record(s); evs.append(e)
+    with self._lock: self._free.setdefault(key, deque()).append((t, evs))
+
+@patch
+@contextmanager
+def lease(self: GpuBufferPool, shape, dtype: torch.dtype = torch.float32, device=None, *, pin_memory: bool = False, stream=None):
+    "Context manager: `acquire` on entry, `release` (on `stream`, default the current one) on exit."
+    t = self.acquire(shape, dtype, device, pin_memory=pin_memory, stream=stream)
+    try: yield t
+    finally: self.release(t, stream=stream)
+
+# %% ../nbs/06_pipeline.ipynb #0cbc6431
+@patch(as_prop=True)
+def n_free(self: GpuBufferPool) -> int:
+    "Number of buffers waiting in the pool."
+    with self._lock: return sum(len(v) for v in self._free.values())
+
+@patch(as_prop=True)
+def n_leased(self: GpuBufferPool) -> int:
+    "Number of buffers handed out and not yet released."
+    with self._lock: return len(self._leased)
+
+@patch
+def clear(self: GpuBufferPool) -> None:
+    "Drop the free buffers (waiting for their pending events first); leased buffers are untouched."
+    with self._lock: free, self._free = self._free, {}
+    for dq in free.values():
+        for t, evs in dq:
+            for e in evs: e.synchronize()
 
 # %% ../nbs/06_pipeline.ipynb #5746f842
 @dataclass
@@ -283,6 +291,7 @@ def _load_source(src, stager: _Stager, bufs: list):
     item = src() if callable(src) else src
     return _tree_map(torch.from_numpy, item, (np.ndarray,))
 
+# %% ../nbs/06_pipeline.ipynb #d905895f
 class _Shared:
     "State shared by an EpochPrefetcher and its thread (the thread holds no reference to the prefetcher)."
     def __init__(self, sources, stager, depth, n):
@@ -375,63 +384,69 @@ class EpochPrefetcher:
         "Number of sources."
         return self._sh.n
 
-    def get(self, timeout: float | None = None):
-        "The next item on the device (the current stream waits on its copies; no host sync); StopIteration when done."
-        if self._closed:   # close() drained the queue (its end marker too): a get() would wait forever
-            raise RuntimeError("EpochPrefetcher.get: this prefetcher is closed (close() or the end of its with block); "
-                               "spawn a new one to read the sources again")
-        if self._sh.thread is None: self.start()
-        if self._finished: raise StopIteration
-        if len(self._held) > self._depth and self._sh.q.empty():
-            raise RuntimeError(f"EpochPrefetcher.get: the consumer holds {len(self._held)} items, all {self._depth + 1} "
-                               "slots (depth + 1): release(item) one first, or spawn with a larger depth")
-        t0 = time.perf_counter()
-        try: got = self._sh.q.get(timeout=timeout)   # host wait only if the thread is behind (disk slower than a fold)
-        except queue.Empty:
-            raise TimeoutError(f"EpochPrefetcher.get: source {self._got} not ready after {timeout} s") from None
-        wait = time.perf_counter() - t0
-        # the consumer asked for the next item: it is done with the previous one. Released only now, after the next
-        # one is taken, so the next one never lands in the previous one's buffers: depth + 1 sets, deterministically
-        if self.auto_release and self._last is not None: self._release_staged(self._last)
-        if got is _DONE or isinstance(got, _Failure):
-            self._finished = True
-            _shutdown(self._sh)                 # the thread has ended; held items stay valid until release/close
-            if got is _DONE: raise StopIteration
-            raise PrefetchError(got.index, got.source, got.exc) from got.exc
-        item = self._stager.ready(got)
-        self.timings.append({**got.timing, "source": got.source, "get_wait_s": wait})
-        self._held[id(item)] = got; self._last = got; self._got += 1
-        return item
-
-    def _release_staged(self, st: _Staged) -> None:
-        if self._held.pop(id(st.item), None) is None: return
-        if self._last is st: self._last = None
-        self._stager.release(st)
-        self._sh.slots.release()
-
-    def release(self, item) -> None:
-        "Give an item's buffers back to the pool (needed only with `auto_release=False`)."
-        st = self._held.get(id(item))
-        if st is None: raise ValueError("release: this item was not handed out by this prefetcher or was already released")
-        self._release_staged(st)
-
     def __iter__(self):
         while True:
             try: yield self.get()
             except StopIteration: return
 
-    def close(self) -> None:
-        "Stop the thread, join it, and give every buffer (queued or held) back to the pool."
-        self._last, self._closed = None, True
-        self._finalizer()
-
-    @property
-    def alive(self) -> bool:
-        "Whether the background thread is running."
-        return self._sh.thread is not None and self._sh.thread.is_alive()
-
     def __enter__(self): return self.start()
     def __exit__(self, *exc): self.close()
+
+# %% ../nbs/06_pipeline.ipynb #43ebe1df
+@patch
+def get(self: EpochPrefetcher, timeout: float | None = None):
+    "The next item on the device (the current stream waits on its copies; no host sync); StopIteration when done."
+    if self._closed:   # close() drained the queue (its end marker too): a get() would wait forever
+        raise RuntimeError("EpochPrefetcher.get: this prefetcher is closed (close() or the end of its with block); "
+                           "spawn a new one to read the sources again")
+    if self._sh.thread is None: self.start()
+    if self._finished: raise StopIteration
+    if len(self._held) > self._depth and self._sh.q.empty():
+        raise RuntimeError(f"EpochPrefetcher.get: the consumer holds {len(self._held)} items, all {self._depth + 1} "
+                           "slots (depth + 1): release(item) one first, or spawn with a larger depth")
+    t0 = time.perf_counter()
+    try: got = self._sh.q.get(timeout=timeout)   # host wait only if the thread is behind (disk slower than a fold)
+    except queue.Empty:
+        raise TimeoutError(f"EpochPrefetcher.get: source {self._got} not ready after {timeout} s") from None
+    wait = time.perf_counter() - t0
+    # the consumer asked for the next item: it is done with the previous one. Released only now, after the next
+    # one is taken, so the next one never lands in the previous one's buffers: depth + 1 sets, deterministically
+    if self.auto_release and self._last is not None: self._release_staged(self._last)
+    if got is _DONE or isinstance(got, _Failure):
+        self._finished = True
+        _shutdown(self._sh)                 # the thread has ended; held items stay valid until release/close
+        if got is _DONE: raise StopIteration
+        raise PrefetchError(got.index, got.source, got.exc) from got.exc
+    item = self._stager.ready(got)
+    self.timings.append({**got.timing, "source": got.source, "get_wait_s": wait})
+    self._held[id(item)] = got; self._last = got; self._got += 1
+    return item
+
+# %% ../nbs/06_pipeline.ipynb #4046f0f3
+@patch
+def _release_staged(self: EpochPrefetcher, st: _Staged) -> None:
+    if self._held.pop(id(st.item), None) is None: return
+    if self._last is st: self._last = None
+    self._stager.release(st)
+    self._sh.slots.release()
+
+@patch
+def release(self: EpochPrefetcher, item) -> None:
+    "Give an item's buffers back to the pool (needed only with `auto_release=False`)."
+    st = self._held.get(id(item))
+    if st is None: raise ValueError("release: this item was not handed out by this prefetcher or was already released")
+    self._release_staged(st)
+
+@patch
+def close(self: EpochPrefetcher) -> None:
+    "Stop the thread, join it, and give every buffer (queued or held) back to the pool."
+    self._last, self._closed = None, True
+    self._finalizer()
+
+@patch(as_prop=True)
+def alive(self: EpochPrefetcher) -> bool:
+    "Whether the background thread is running."
+    return self._sh.thread is not None and self._sh.thread.is_alive()
 
 def _shutdown(sh: _Shared, held: dict | None = None) -> None:
     "Stop and join the thread of `sh`, then return the buffers of staged items (queued, and `held` ones if given)."

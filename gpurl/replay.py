@@ -286,13 +286,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         "Running maximum of the raw priorities |td| + eps (device scalar); new transitions enter at its alpha power."
         return self._max_p
 
-@patch
-def _on_add(self: PrioritizedReplayBuffer, row: Tensor) -> None:
-    "Zero the overwritten row; give the row whose n-step window just closed the max priority (0 while t < n)."
-    closed = torch.remainder(self._t - self.n_step, self.capacity_steps).view(1)
-    fill = torch.where(self._t >= self.n_step, self._max_p.pow(self.alpha), 0.0)
-    self.priority.index_copy_(0, torch.cat([row, closed]), self._row_fill * fill)
-
+# %% ../nbs/07_replay.ipynb #83566224
 _CDF_BLOCK = 1024   # priorities per block of the two-level inverse CDF
 
 def _inverse_cdf(q: Tensor, u: Tensor) -> Tensor:
@@ -323,6 +317,14 @@ def _draw(self: PrioritizedReplayBuffer, u: Tensor) -> tuple[Tensor, Tensor]:
     weights = (p_drawn / p_drawn.amin()).pow(-self.current_beta)              # (N P(i))^-beta / max_{j in batch} (N P(j))^-beta
     self._samples.add_(1)
     return idx, weights
+
+# %% ../nbs/07_replay.ipynb #011d1edf
+@patch
+def _on_add(self: PrioritizedReplayBuffer, row: Tensor) -> None:
+    "Zero the overwritten row; give the row whose n-step window just closed the max priority (0 while t < n)."
+    closed = torch.remainder(self._t - self.n_step, self.capacity_steps).view(1)
+    fill = torch.where(self._t >= self.n_step, self._max_p.pow(self.alpha), 0.0)
+    self.priority.index_copy_(0, torch.cat([row, closed]), self._row_fill * fill)
 
 @patch
 def update_priorities(self: PrioritizedReplayBuffer, indices: Tensor, td_errors: Tensor, *, check: bool = True) -> None:
