@@ -135,8 +135,6 @@ def _synthetic_spec(kind: str, overrides: dict, where: str) -> dict:
     return s
 
 # %% ../nbs/21_cli.ipynb #95c81c56
-_RUN_FLAGS = ("algo", "data", "folds", "train_bars", "val_bars", "test_bars", "embargo", "cost_bps", "epochs", "seed")
-
 def _merge(base: dict, over: dict) -> dict:
     "`base` updated by `over`, nested dicts merged key by key (DQN's `rainbow` section overrides single fields)."
     out = dict(base)
@@ -155,6 +153,7 @@ def _trainer_config(algo: str, overrides: dict, soft: dict, hard: dict, where: s
     try: return cfg_cls.from_dict(_merge(_merge(_merge(spec.quickstart, pick(soft)), overrides), pick(hard)))
     except (ValueError, TypeError) as e: raise UsageError(f"{where}: {e}".replace("\n", " ")) from None
 
+# %% ../nbs/21_cli.ipynb #e24db3a2
 def _check_data_kind(algo: str, kind: str, data: str) -> None:
     "A UsageError when --data holds the other kind of rows than --algo trains on (bars vs order-book events)."
     book = data == "synthetic_lob" or (data != "synthetic" and Path(data).suffix.lower() not in (".csv", ".parquet", ".pq"))
@@ -165,6 +164,9 @@ def _check_data_kind(algo: str, kind: str, data: str) -> None:
         lob = ", ".join(k for k, v in sorted(models().items()) if v.data == "lob") or "none listed"
         raise UsageError(f"--algo {algo} trains on OHLCV bars, and synthetic_lob is an order book: use --data synthetic or a "
                          f"CSV/parquet of bars, or an order-book model ({lob})")
+
+# %% ../nbs/21_cli.ipynb #ce352847
+_RUN_FLAGS = ("algo", "data", "folds", "train_bars", "val_bars", "test_bars", "embargo", "cost_bps", "epochs", "seed")
 
 def _resolve(algo=None, data=None, config=None, folds=None, train_bars=None, val_bars=None, test_bars=None,
              embargo=None, cost_bps=None, epochs=None, seed=None, device=None, gpu_ids=None, date_col=None
@@ -264,34 +266,6 @@ def _new_run_dir(algo: str, out) -> Path:
     return p
 
 # %% ../nbs/21_cli.ipynb #e80c1903
-def _last_state_epochs(path: Path | None) -> int:
-    "Epochs a last-state checkpoint has done (0 without one), from its metadata alone."
-    if path is None: return 0
-    from safetensors import safe_open
-    with safe_open(str(path), "pt") as f: return int((f.metadata() or {}).get("epoch", -1)) + 1
-
-def _remove_orphans(run_dir: Path) -> None:
-    "Delete temp files a killed process left behind (atomic writes go through .NAME.PID.XXXX.tmp, then a rename)."
-    for p in run_dir.rglob(".*.tmp"):
-        if p.is_file(): p.unlink()
-
-def _truncate_metrics(run_dir: Path, fold: int, epochs_done: int) -> None:
-    "Keep the metrics lines of finished folds and of `fold`'s epochs < epochs_done (the resumed epochs rewrite the rest)."
-    path = run_dir / "metrics.jsonl"
-    rows = [r for r in read_jsonl(path) if r.get("fold", 1 << 30) < fold or (r.get("fold") == fold and r.get("epoch", 1 << 30) < epochs_done)]
-    atomic_write_bytes(path, "".join(json.dumps(r, allow_nan=False) + "\n" for r in rows).encode())
-
-def _planted_rule(rc: RunConfig, feats: Tensor, rets: Tensor) -> dict | None:
-    "Synthetic data: the rule that knows the planted mechanism (bet ar1 x last return), on the same test bars and costs."
-    ar1, env = rc.synthetic["ar1"], rc.trainer_config().env
-    if rc.data != "synthetic" or ar1 == 0: return None
-    j = (env.window - 1) * len(feature_names()) + feature_names().index("logret_1")   # newest row's one-bar return
-    levels = torch.tensor(env.positions)
-    rule = lambda obs: ar1 * obs[:, j:j + 1] * levels.to(obs)         # score of a level: its expected return
-    bts = [env.backtest(rule, build_fold(feats, rets, f).test) for f in rc.fold_list()]
-    r, p = torch.cat([b.returns for b in bts]), torch.cat([b.positions for b in bts])
-    return {"folds": [b.metrics["sharpe"] for b in bts], "test": performance_summary(r, p, env.periods_per_year)}
-
 def _execute(rc: RunConfig, data: RunData, run_dir: Path, completed: list[FoldResult], resume_state: Path | None,
              progress: bool, worker: Worker | None = None) -> Run:
     "Train the unfinished folds through the walk-forward driver, write results.json and the report; returns the Run."
@@ -346,6 +320,36 @@ def _execute(rc: RunConfig, data: RunData, run_dir: Path, completed: list[FoldRe
     write_report(run)
     if worker is not None: worker.barrier()
     return run
+
+# %% ../nbs/21_cli.ipynb #7cd43a8b
+def _last_state_epochs(path: Path | None) -> int:
+    "Epochs a last-state checkpoint has done (0 without one), from its metadata alone."
+    if path is None: return 0
+    from safetensors import safe_open
+    with safe_open(str(path), "pt") as f: return int((f.metadata() or {}).get("epoch", -1)) + 1
+
+def _remove_orphans(run_dir: Path) -> None:
+    "Delete temp files a killed process left behind (atomic writes go through .NAME.PID.XXXX.tmp, then a rename)."
+    for p in run_dir.rglob(".*.tmp"):
+        if p.is_file(): p.unlink()
+
+def _truncate_metrics(run_dir: Path, fold: int, epochs_done: int) -> None:
+    "Keep the metrics lines of finished folds and of `fold`'s epochs < epochs_done (the resumed epochs rewrite the rest)."
+    path = run_dir / "metrics.jsonl"
+    rows = [r for r in read_jsonl(path) if r.get("fold", 1 << 30) < fold or (r.get("fold") == fold and r.get("epoch", 1 << 30) < epochs_done)]
+    atomic_write_bytes(path, "".join(json.dumps(r, allow_nan=False) + "\n" for r in rows).encode())
+
+# %% ../nbs/21_cli.ipynb #5a0e9c26
+def _planted_rule(rc: RunConfig, feats: Tensor, rets: Tensor) -> dict | None:
+    "Synthetic data: the rule that knows the planted mechanism (bet ar1 x last return), on the same test bars and costs."
+    ar1, env = rc.synthetic["ar1"], rc.trainer_config().env
+    if rc.data != "synthetic" or ar1 == 0: return None
+    j = (env.window - 1) * len(feature_names()) + feature_names().index("logret_1")   # newest row's one-bar return
+    levels = torch.tensor(env.positions)
+    rule = lambda obs: ar1 * obs[:, j:j + 1] * levels.to(obs)         # score of a level: its expected return
+    bts = [env.backtest(rule, build_fold(feats, rets, f).test) for f in rc.fold_list()]
+    r, p = torch.cat([b.returns for b in bts]), torch.cat([b.positions for b in bts])
+    return {"folds": [b.metrics["sharpe"] for b in bts], "test": performance_summary(r, p, env.periods_per_year)}
 
 # %% ../nbs/21_cli.ipynb #f0309ded
 def _plan_resume(resume, device, gpu_ids, others: dict) -> tuple[RunConfig, RunData, Path, list[FoldResult], ResumePoint]:

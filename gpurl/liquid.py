@@ -171,6 +171,8 @@ if triton is not None:
             tl.store(a + 2 * H, dgate * dt, mask=mbh)
             tl.store(a + 3 * H, dgate, mask=mbh)
 
+# %% ../nbs/13_liquid.ipynb #38731df0
+if triton is not None:
     @triton.jit
     def _cfc_backward_kernel(dy, s_in, a_in, w_h, w_head, dq_out, dp_out, dh0, B, T, H, NB,
                              ROWS: tl.constexpr, HP: tl.constexpr, NP: tl.constexpr, PREC: tl.constexpr):
@@ -196,6 +198,7 @@ if triton is not None:
             dh = tl.dot(dp, w_h_tile, input_precision=PREC)
         tl.store(dh0 + rb[:, None] * H + rh[None, :], dh, mask=mbh)
 
+# %% ../nbs/13_liquid.ipynb #bbbc414a
 def _cfc_launch(kernel, B: int, H: int, NB: int, *args, prec: str) -> None:
     "Launch a persistent CfC kernel over the batch: one program per `_CFC_ROWS` sequences, widths padded to powers of 2."
     blocks = dict(HP=max(16, triton.next_power_of_2(H)), NP=max(16, triton.next_power_of_2(NB)))
@@ -321,6 +324,8 @@ if triton is not None:
                 v = num / den
             tl.store(v_out + bt, v, mask=m)
 
+# %% ../nbs/13_liquid.ipynb #d6d0951a
+if triton is not None:
     @triton.jit
     def _ltc_backward_kernel(dv_out, v_in, num_s, den_s, cm_t, leak, w, w_erev, sigma, mu, dv0, dnum_s, dden_s, dcm_t,
                              dparams, T, H, eps, UNFOLDS: tl.constexpr, HP: tl.constexpr):
@@ -362,6 +367,7 @@ if triton is not None:
         tl.store(out, g_sig, mask=m2); tl.store(out + H * H, g_mu, mask=m2)
         tl.store(out + 2 * H * H, g_w, mask=m2); tl.store(out + 3 * H * H, g_we, mask=m2)
 
+# %% ../nbs/13_liquid.ipynb #67f36d3b
 def _ltc_forward_triton(v0: Tensor, num_s: Tensor, den_s: Tensor, cm_t: Tensor, leak: Tensor, w: Tensor, w_erev: Tensor,
                         sigma: Tensor, mu: Tensor, unfolds: int, eps: float) -> tuple[Tensor, Tensor]:
     "The LTC recurrence as one Triton launch (fp32, contiguous (B, T, H) step inputs): states (B, T, H), unfold inputs (B, T, U, H)."

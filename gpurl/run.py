@@ -627,6 +627,7 @@ def _scored_verdict(run: Run) -> str:
             f"{_f(c['baseline_f1'])}, a margin of {_margin(c['margin'], c['low'], c['high'])} (95% CI, stationary bootstrap over events, mean block "
             f"{_f(c.get('block_length'), '{:.1f}')}); per fold: {folds}. Scored, not priced: no backtest, no Sharpe")
 
+# %% ../nbs/20_run.ipynb #abb4cf75
 _SCORED_HEAD = ["fold", "test events", "epochs", "stop", "best epoch", "val F1", "test F1", "majority F1",
                 "F1 margin [95% CI]", "verdict", "accuracy"]
 
@@ -651,6 +652,7 @@ def _scored_summary(run: Run) -> str:
              f"up to {c.epochs} epochs, device {c.device}", *c.plan_lines(), "", fmt(_SCORED_HEAD), *map(fmt, rows), "", _verdict(run)]
     return "\n".join(lines + _where_lines(run, "learning_curves.png, confusion.png"))
 
+# %% ../nbs/20_run.ipynb #b9e490af
 @patch
 def plot_confusion(self: Run):
     "The confusion matrix of an unpriced run's stitched test events (rows: true class; shares of each row)."
@@ -668,6 +670,7 @@ def plot_confusion(self: Run):
     fig.colorbar(im, ax=ax, shrink=0.8)
     return fig
 
+# %% ../nbs/20_run.ipynb #b32559a2
 def _write_scored_report(run: Run) -> None:
     "plots/learning_curves.png, plots/confusion.png and report.md of a complete unpriced run."
     c, plots = run.config, run.path / "plots"

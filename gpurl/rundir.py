@@ -8,6 +8,8 @@ import hashlib, json, os, shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fastcore.basics import patch
+
 import numpy as np
 import pandas as pd
 import torch
@@ -173,21 +175,8 @@ class RunConfig(Config):
         "The trainer config object (DqnTrainerConfig / PpoTrainerConfig)."
         return get_model(self.algo).config.from_dict(self.trainer)
 
-    @property
-    def kind(self) -> str:
-        "The model's data kind: 'bars' (OHLCV) or 'lob' (order-book events)."
-        return get_model(self.algo).data
-
-    @property
-    def unit(self) -> str:
-        "What a row of the run is: 'bars' or 'events'."
-        return "bars" if self.kind == "bars" else "events"
-
-    @property
-    def priced(self) -> bool:
-        "Whether the run backtests its folds (bars), or only scores them (order-book events, or a trainer with priced=False)."
-        return self.kind == "bars" and self.trainer.get("priced", True)
-
+    # load_data and bar_usage stay in the class body: a module-level @patch of these names would rebind the module's
+    # functions of the same name, which they call
     def load_data(self) -> RunData:
         "The run's rows, re-read (synthetic: regenerated) and checked against the fingerprint in config.json."
         data, info = load_data(self.data, self.kind, self.synthetic, self.data_info["n_bars"], self.date_col)
@@ -196,62 +185,88 @@ class RunConfig(Config):
                              f"{self.data_info['fingerprint']}): restore the file, or start a new run")
         return data
 
-    def fold_splits(self, data: RunData, fold: Fold, device="cpu") -> FoldSplits:
-        "One fold of the run's rows as its model trains on it (a supervised model's splits carry its targets)."
-        if data.labels is not None: extra = {"labels": data.labels, "horizons": data.horizons}
-        else:
-            targets = getattr(get_model(self.algo).trainer, "bar_targets", None)
-            extra = targets(self.trainer_config(), data.log_returns) if targets is not None else {}
-        return build_fold(data.features, data.log_returns, fold, device=device, **extra)
-
-    def fold_list(self) -> list[Fold]:
-        "The walk-forward folds over the run's bars, rolled back from the last bar (its last test window ends there)."
-        return walk_forward_folds(self.data_info["n_bars"], self.train_bars, self.val_bars, self.test_bars,
-                                  embargo=self.embargo, n_folds=self.folds, align="end")
-
     def bar_usage(self) -> list[dict]:
         "What each range of the run's bars is used for, or why it is not (`gpurl.data.bar_usage`; capped: more folds fit)."
         n = self.data_info["n_bars"]
         fit = fold_count(n, self.train_bars, self.val_bars, self.test_bars, embargo=self.embargo)
         return bar_usage(n, self.fold_list(), capped=fit > self.folds)
 
-    def record_bar_usage(self, times: np.ndarray | None) -> None:
-        "Keep `bar_usage()` in `data_info` (config.json holds it), with the first and last bar time of every range (`times`: ns per row; None for events)."
-        self.data_info["bar_usage"] = [u if times is None else {**u, "first": bar_time(times[u["start"]]), "last": bar_time(times[u["stop"] - 1])}
-                                       for u in self.bar_usage()]
+# %% ../nbs/19a_rundir.ipynb #2322ed62
+@patch(as_prop=True)
+def kind(self: RunConfig) -> str:
+    "The model's data kind: 'bars' (OHLCV) or 'lob' (order-book events)."
+    return get_model(self.algo).data
 
-    def plan_lines(self) -> list[str]:
-        "The annualisation and which bars the run uses, and why the others are not: one line each."
-        if self.priced:
-            ppy, how = self.annualisation()
-            lines = [f"annualised with {ppy:,.0f} bars a year: {how}"]
-        else: lines = ["scored, not priced: order-book events report macro-F1 against the majority class (no backtest, no Sharpe)"]
-        for u in self.data_info.get("bar_usage") or self.bar_usage():
-            when = f"{u['first']}..{u['last']}, " if "first" in u else ""
-            lines.append(f"{self.unit} {u['start']:,}..{u['stop'] - 1:,} ({when}{u['stop'] - u['start']:,} {self.unit}): "
-                         + ("NOT USED, " if u["use"] == "unused" else "") + u["why"])
-        return lines
+@patch(as_prop=True)
+def unit(self: RunConfig) -> str:
+    "What a row of the run is: 'bars' or 'events'."
+    return "bars" if self.kind == "bars" else "events"
 
-    def annualisation(self) -> tuple[float, str]:
-        "The bars per year every figure of the run is annualised with, and where that figure comes from."
-        ppy, i = self.trainer_config().env.periods_per_year, self.data_info
-        if ppy == i.get("periods_per_year"): return ppy, i.get("periods_per_year_how", "")
-        given = "-" if i.get("periods_per_year") is None else f"{i['periods_per_year']:,.0f}"
-        return ppy, f"env.periods_per_year set in --config (the bars give {given}: {i.get('periods_per_year_how')})"
+@patch(as_prop=True)
+def priced(self: RunConfig) -> bool:
+    "Whether the run backtests its folds (bars), or only scores them (order-book events, or a trainer with priced=False)."
+    return self.kind == "bars" and self.trainer.get("priced", True)
 
-    def hyperparams(self) -> dict:
-        "The trainer, driver and synthetic-market settings in --config form (a run writes them to hyperparams.json)."
-        return {**self.trainer, "driver": self.driver, "synthetic": self.synthetic}
+# %% ../nbs/19a_rundir.ipynb #ecc62735
+@patch
+def fold_splits(self: RunConfig, data: RunData, fold: Fold, device="cpu") -> FoldSplits:
+    "One fold of the run's rows as its model trains on it (a supervised model's splits carry its targets)."
+    if data.labels is not None: extra = {"labels": data.labels, "horizons": data.horizons}
+    else:
+        targets = getattr(get_model(self.algo).trainer, "bar_targets", None)
+        extra = targets(self.trainer_config(), data.log_returns) if targets is not None else {}
+    return build_fold(data.features, data.log_returns, fold, device=device, **extra)
 
-    def command(self, out: str | os.PathLike | None = None, config: str | os.PathLike | None = None) -> str:
-        "The gpurl_train command line of this run (exact with `config` = its hyperparams.json)."
-        args = ["gpurl_train", "--algo", self.algo, "--data", self.data] + (["--config", str(config)] if config else [])
-        for k in ("folds", "train_bars", "val_bars", "test_bars", "embargo", "cost_bps", "epochs", "seed"):
-            args += [f"--{k}", str(getattr(self, k))]
-        if self.date_col is not None: args += ["--date_col", self.date_col]
-        args += ["--device", self.device] + (["--gpu_ids", ",".join(map(str, self.gpu_ids))] if self.gpu_ids else [])
-        if out is not None: args += ["--out", str(out)]
-        return " ".join(shlex.quote(a) for a in args)
+@patch
+def fold_list(self: RunConfig) -> list[Fold]:
+    "The walk-forward folds over the run's bars, rolled back from the last bar (its last test window ends there)."
+    return walk_forward_folds(self.data_info["n_bars"], self.train_bars, self.val_bars, self.test_bars,
+                              embargo=self.embargo, n_folds=self.folds, align="end")
+
+# %% ../nbs/19a_rundir.ipynb #d26383e8
+@patch
+def record_bar_usage(self: RunConfig, times: np.ndarray | None) -> None:
+    "Keep `bar_usage()` in `data_info` (config.json holds it), with the first and last bar time of every range (`times`: ns per row; None for events)."
+    self.data_info["bar_usage"] = [u if times is None else {**u, "first": bar_time(times[u["start"]]), "last": bar_time(times[u["stop"] - 1])}
+                                   for u in self.bar_usage()]
+
+@patch
+def plan_lines(self: RunConfig) -> list[str]:
+    "The annualisation and which bars the run uses, and why the others are not: one line each."
+    if self.priced:
+        ppy, how = self.annualisation()
+        lines = [f"annualised with {ppy:,.0f} bars a year: {how}"]
+    else: lines = ["scored, not priced: order-book events report macro-F1 against the majority class (no backtest, no Sharpe)"]
+    for u in self.data_info.get("bar_usage") or self.bar_usage():
+        when = f"{u['first']}..{u['last']}, " if "first" in u else ""
+        lines.append(f"{self.unit} {u['start']:,}..{u['stop'] - 1:,} ({when}{u['stop'] - u['start']:,} {self.unit}): "
+                     + ("NOT USED, " if u["use"] == "unused" else "") + u["why"])
+    return lines
+
+@patch
+def annualisation(self: RunConfig) -> tuple[float, str]:
+    "The bars per year every figure of the run is annualised with, and where that figure comes from."
+    ppy, i = self.trainer_config().env.periods_per_year, self.data_info
+    if ppy == i.get("periods_per_year"): return ppy, i.get("periods_per_year_how", "")
+    given = "-" if i.get("periods_per_year") is None else f"{i['periods_per_year']:,.0f}"
+    return ppy, f"env.periods_per_year set in --config (the bars give {given}: {i.get('periods_per_year_how')})"
+
+# %% ../nbs/19a_rundir.ipynb #11bc27d2
+@patch
+def hyperparams(self: RunConfig) -> dict:
+    "The trainer, driver and synthetic-market settings in --config form (a run writes them to hyperparams.json)."
+    return {**self.trainer, "driver": self.driver, "synthetic": self.synthetic}
+
+@patch
+def command(self: RunConfig, out: str | os.PathLike | None = None, config: str | os.PathLike | None = None) -> str:
+    "The gpurl_train command line of this run (exact with `config` = its hyperparams.json)."
+    args = ["gpurl_train", "--algo", self.algo, "--data", self.data] + (["--config", str(config)] if config else [])
+    for k in ("folds", "train_bars", "val_bars", "test_bars", "embargo", "cost_bps", "epochs", "seed"):
+        args += [f"--{k}", str(getattr(self, k))]
+    if self.date_col is not None: args += ["--date_col", self.date_col]
+    args += ["--device", self.device] + (["--gpu_ids", ",".join(map(str, self.gpu_ids))] if self.gpu_ids else [])
+    if out is not None: args += ["--out", str(out)]
+    return " ".join(shlex.quote(a) for a in args)
 
 # %% ../nbs/19a_rundir.ipynb #69c54afb
 def write_json(path: Path, obj) -> None:
