@@ -9,8 +9,7 @@ import torch
 from torch import Tensor, nn
 from .checkpoint import load_checkpoint
 from .walkforward import MODELS, ModelSpec
-import importlib
-import gpurl.dqn, gpurl.ppo, gpurl.supervised, gpurl.liquid, gpurl.tlob, gpurl.mamba2   # the built-in models gpurl_train lists register themselves on import
+import gpurl.dqn, gpurl.ppo, gpurl.supervised, gpurl.liquid, gpurl.tlob, gpurl.tft, gpurl.mamba2   # the built-in models register themselves on import
 
 # %% auto #0
 __all__ = ['models', 'get_model', 'Policy', 'load_policy']
@@ -20,13 +19,9 @@ def models() -> dict[str, ModelSpec]:
     "Every model `gpurl_train` trains, by its `--algo` name (`get_model` also finds those registered with `cli=False`)."
     return {k: v for k, v in MODELS.items() if v.cli}
 
-_ON_IMPORT = {"tft": "gpurl.tft"}   # built-in models registered when first asked for
-
 def get_model(name: str) -> ModelSpec:
-    "The registered model `name` (importing a built-in model's module on first use); a ValueError lists the names there are."
-    if name not in MODELS and name in _ON_IMPORT: importlib.import_module(_ON_IMPORT[name])
-    if name not in MODELS:
-        raise ValueError(f"no model is registered as {name!r}: use one of {', '.join(sorted(set(MODELS) | set(_ON_IMPORT)))}")
+    "The registered model `name`; a ValueError lists the names there are."
+    if name not in MODELS: raise ValueError(f"no model is registered as {name!r}: use one of {', '.join(sorted(MODELS))}")
     return MODELS[name]
 
 # %% ../nbs/19_registry.ipynb #842987c5

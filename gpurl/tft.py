@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import ClassVar, Sequence
+import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
@@ -14,7 +15,7 @@ from torch import Tensor, nn
 from fastcore.basics import patch
 from .config import config_error
 from .hardware import align_to_tensor_cores, TrainerGlobals
-from .data import FoldData, FoldSplits, CALENDAR_COLUMNS, calendar_features
+from .data import Fold, FoldData, FoldSplits, CALENDAR_COLUMNS, build_fold, calendar_features
 from .env import EnvConfig, gather_windows
 from .supervised import SupervisedConfig, SupervisedTrainer
 from . import walkforward
@@ -389,5 +390,17 @@ def interpret(self: TftTrainer, data: FoldData, max_rows: int = 2048) -> dict[st
     return {"encoder": w["encoder"].mean((0, 1)), "decoder": w["decoder"].mean((0, 1)), "attention": w["attention"].mean(0)}
 
 # %% ../nbs/15_tft.ipynb #fbbc115f
-walkforward.register_model("tft", TftTrainer, TftConfig, data="bars", cli=False, quickstart=dict(   # gpurl_train's small default
+walkforward.register_model("tft", TftTrainer, TftConfig, data="bars", quickstart=dict(   # gpurl_train's small default
     hidden=16, forecast_horizon=4, batch_size=64, lr=3e-3, env=dict(window=32)))
+
+# %% ../nbs/15_tft.ipynb #1458f737
+@patch(cls_method=True)
+def bar_splits(cls: TftTrainer, config: TftConfig, features: Tensor, log_returns: Tensor, fold: Fold, *,
+               times: np.ndarray | None, device: torch.device | str = "cpu") -> FoldSplits:
+    "One fold of bars as the TFT trains on them: `tft_inputs` of `build_fold` with the known-future calendar of `times` (ns) and the targets."
+    if times is None:
+        raise ValueError("the TFT's known-future inputs are the bars' calendar, and these rows carry no timestamps: "
+                         "train it on OHLCV bars with a time column")
+    calendar = known_future_calendar(pd.to_datetime(np.asarray(times, dtype=np.int64), unit="ns"), config.forecast_horizon)
+    return tft_inputs(build_fold(features, log_returns, fold, device=device, calendar=calendar,
+                                 **cls.bar_targets(config, log_returns)))

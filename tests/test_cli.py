@@ -106,6 +106,19 @@ def test_end_to_end(algo, runner, tmp_path):
     assert len(r.stdout.splitlines()) <= 30
 
 
+def test_tft_end_to_end(tmp_path):
+    "--algo tft: its folds carry the bars' known-future calendar (TftTrainer.bar_splits); the run, report and checkpoints as every bar model's."
+    r = _run(["--algo", "tft", "--folds", 1, "--train_bars", 400, "--val_bars", 150, "--test_bars", 150, "--epochs", 2,
+              "--device", "cpu", "--quiet", "--out", "runs/t"], tmp_path, "module")
+    assert r.returncode == 0, r.stderr[-4000:]
+    run = tmp_path / "runs" / "t"
+    res = json.loads((run / "results.json").read_text())
+    assert res["complete"] and isinstance(res["test"]["sharpe"], float) and isinstance(res["test_buy_and_hold"]["sharpe"], float)
+    assert json.loads((run / "config.json").read_text())["trainer"]["forecast_horizon"] == 4     # the quick-start horizon
+    with safe_open(run / "checkpoints" / "fold0_best.safetensors", "pt") as f: assert f.metadata()["algo"] == "tft"
+    assert "TFT" in r.stdout and (run / "plots" / "equity.png").exists()
+
+
 def test_a_named_date_column_and_the_adjustment_in_the_report(tmp_path):
     raw = _yahoo_csv(tmp_path / "raw.csv", 300)
     raw.rename(columns={"Date": "Session"}).to_csv(tmp_path / "bars.csv", index=False)
@@ -165,7 +178,7 @@ def _bad_inputs(tmp_path: Path) -> dict:
         "missing data file": (["--data", "prices.csv"], "--data prices.csv: no such file"),
         "csv without volume": (["--data", "novol.csv"], "missing column(s) ['volume']"),
         "too few bars": (["--data", "short.csv"], "300 bars cannot hold one walk-forward fold"),
-        "unknown algo": (["--algo", "a2c"], "--algo 'a2c' is not an algorithm: use one of cfc, deeplob, dqn, ltc, mamba2, mlp, mlplob, ppo, tlob"),
+        "unknown algo": (["--algo", "a2c"], "--algo 'a2c' is not an algorithm: use one of cfc, deeplob, dqn, ltc, mamba2, mlp, mlplob, ppo, tft, tlob"),
         "unknown config key": (["--config", "typo.json"], "DqnTrainerConfig"),
         "wrong config type": (["--algo", "ppo", "--config", "type.json"], "gamma must be float"),
         "broken json": (["--config", "broken.json"], "not valid JSON"),
