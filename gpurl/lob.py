@@ -64,7 +64,7 @@ class LobConfig:
     depth: float = 400.0         # mean size of a queue that comes into view
     signal_phi: float = 0.995    # AR(1) persistence of the latent order-flow signal per event
     signal_strength: float = 1.0 # logit tilt of the order-flow side per unit of signal
-    label_alpha: float = 1e-5    # label threshold: 0.1 tick at 100, so k=10 has ~22% up, ~22% down (FI-2010's 0.002 is far above a tick here)
+    label_alpha: float = 1e-5    # label threshold: 0.1 tick at 100, so k=10 has ~23% up, ~22% down (FI-2010's 0.002 is far above a tick here)
 
     def __post_init__(self):
         if not (0 <= self.p_market and 0 <= self.p_cancel and self.p_market + self.p_cancel < 1):
