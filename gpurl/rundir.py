@@ -172,7 +172,7 @@ class RunConfig(Config):
         except ValueError as e: raise ValueError(f"{e}: not a gpurl_train config.json") from None
 
     def trainer_config(self):
-        "The trainer config object (DqnTrainerConfig / PpoTrainerConfig)."
+        "The trainer config object of the run's model (e.g. DqnTrainerConfig for dqn)."
         return get_model(self.algo).config.from_dict(self.trainer)
 
     # load_data and bar_usage stay in the class body: a module-level @patch of these names would rebind the module's
