@@ -40,7 +40,7 @@ class DqnTrainerConfig(Config):
                                      # (Mnih et al. 2015); None: 1 / std of the fold's train log returns
     steps_per_epoch: int = 1000      # vector env steps per train_epoch (each = n_envs transitions)
     learn_every: int = 1             # one update every k vector env steps
-    batch_size: int = 256            # transitions per update (the issue-6 benchmark size)
+    batch_size: int = 256            # transitions per update (the benchmarks' batch size)
     replay_capacity: int = 1_000_000 # transitions (Rainbow / DQN: 1M)
     warmup: int = 20_000             # transitions stored before the first update (Rainbow: 80K frames = 20K steps)
     eps_start: float = 1.0           # epsilon-greedy, used only without noisy nets: linear 1 -> 0.01

@@ -299,7 +299,7 @@ def _minibatch_backward(self: PpoTrainer, idx: Tensor) -> Tensor:
             logits, value = self.net(self.observe(b["bar"][sub], b["pos"][sub]))
         loss, st = ppo_loss(logits, b["act"][sub], b["logp"][sub], a, value, b["val"][sub], b["ret"][sub],
                             clip_coef=c.clip_coef, clip_vloss=c.clip_vloss, ent_coef=c.ent_coef, vf_coef=c.vf_coef)
-        loss = loss / n                                 # the seed's fix: divide by the accumulation steps
+        loss = loss / n                                 # each micro-batch's loss / N: the minibatch gradient
         (self._scaler.scale(loss) if self._scaler else loss).backward()
         stats += torch.stack([st[k] for k in _METRICS]) / n
     return stats
