@@ -274,11 +274,20 @@ def _pruner(epochs: int) -> optuna.pruners.MedianPruner:
 class _HeldSignals:
     "SIGINT and SIGTERM held back while Optuna writes a trial (ask, tell: never cut in half), raised inside the objective or after."
     def __init__(self): self.got, self.old = [], {}
-    def hold(self) -> None:
+    def _install(self, raise_now: bool) -> None:
+        "Record every SIGINT / SIGTERM (and with `raise_now`, raise it at once); an ignored signal stays ignored."
         if threading.current_thread() is not threading.main_thread(): return
+        def handler(n, frame):
+            self.got.append(n)
+            if raise_now: raise KeyboardInterrupt(f"signal {n}")
         for s in (signal.SIGINT, signal.SIGTERM):
-            h = signal.getsignal(s)
-            if callable(h): self.old[s] = h; signal.signal(s, lambda n, f: self.got.append(n))   # an ignored signal stays ignored
+            h = self.old.get(s, signal.getsignal(s))
+            if callable(h): self.old[s] = h; signal.signal(s, handler)
+    def hold(self) -> None: self._install(raise_now=False)
+    def arm(self) -> None:
+        "Inside the objective: a held signal raises now (the trial fails), a new one at once; both stay recorded, so one a library swallows (raised inside a garbage-collection callback) is raised again by `release`."
+        if self.got: self.release()
+        self._install(raise_now=True)
     def release(self) -> None:
         for s, h in self.old.items(): signal.signal(s, h)
         self.old = {}
@@ -307,7 +316,7 @@ def run_sweep_trials(study, flags: dict, base: dict, space: dict, n_trials: int,
             if done + running >= n_trials: time.sleep(1.0); continue    # other workers finish the last ones
             held = _HeldSignals()
             def trial_fn(trial):
-                held.release()                                          # an interrupt held since ask: this trial fails
+                held.arm()                                              # an interrupt held since ask: this trial fails
                 try: return objective(trial, flags, base, space, n_trials, epochs)
                 finally: held.hold()
             held.hold()
