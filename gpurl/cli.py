@@ -157,13 +157,13 @@ def _trainer_config(algo: str, overrides: dict, soft: dict, hard: dict, where: s
 def _check_data_kind(algo: str, kind: str, data: str) -> None:
     "A UsageError when --data holds the other kind of rows than --algo trains on (bars vs order-book events)."
     book = data == "synthetic_lob" or (data != "synthetic" and Path(data).suffix.lower() not in (".csv", ".parquet", ".pq"))
+    listed = lambda on: ", ".join(k for k, v in sorted(models().items()) if v.data == on) or "none listed"
     if kind == "lob" and (data == "synthetic" or not book):
         raise UsageError(f"--algo {algo} trains on order-book snapshots, and --data {data} is OHLCV bars: use --data "
-                         "synthetic_lob or an FI-2010 text file, or a bar model (--algo dqn, ppo, mlp)")
+                         f"synthetic_lob or an FI-2010 text file, or a bar model ({listed('bars')})")
     if kind == "bars" and data == "synthetic_lob":
-        lob = ", ".join(k for k, v in sorted(models().items()) if v.data == "lob") or "none listed"
         raise UsageError(f"--algo {algo} trains on OHLCV bars, and synthetic_lob is an order book: use --data synthetic or a "
-                         f"CSV/parquet of bars, or an order-book model ({lob})")
+                         f"CSV/parquet of bars, or an order-book model ({listed('lob')})")
 
 # %% ../nbs/21_cli.ipynb #ce352847
 _RUN_FLAGS = ("algo", "data", "folds", "train_bars", "val_bars", "test_bars", "embargo", "cost_bps", "epochs", "seed")

@@ -102,7 +102,7 @@ def model_card(algo: str, model: str, config: Config, obs_dim: int, n_actions: i
 class DriverConfig(Config):
     "Stopping, LR-plateau and checkpoint settings of `train_fold` and `train_walk_forward`."
     epochs: int = 100
-    metric: str = "sharpe"        # key of trainer.validate() that selects the best epoch (seed: val Sharpe)
+    metric: str = "sharpe"        # key of trainer.validate() that selects the best epoch (default: val Sharpe)
     mode: str = "max"             # "max": higher is better (Sharpe); "min": lower is better (a loss)
     min_delta: float = 0.0        # improvement must exceed this (Keras EarlyStopping default)
     patience: int = 10            # early stop after N epochs without improvement; 0: off (10: PyTorch ReduceLROnPlateau's patience)

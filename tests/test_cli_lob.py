@@ -98,7 +98,7 @@ def test_mlplob_on_an_fi2010_file_and_resume_after_a_crash(tmp_path):
 
 
 @pytest.mark.parametrize("args,msg", [
-    (["--algo", "mlplob", "--data", "synthetic"], "--algo mlplob trains on order-book snapshots, and --data synthetic is OHLCV bars"),
+    (["--algo", "mlplob", "--data", "synthetic"], "--algo mlplob trains on order-book snapshots, and --data synthetic is OHLCV bars: use --data synthetic_lob or an FI-2010 text file, or a bar model (cfc, dqn, ltc, mamba2, mlp, ppo, tft)"),
     (["--algo", "mlplob", "--data", "prices.csv"], "use --data synthetic_lob or an FI-2010 text file"),
     (["--algo", "dqn", "--data", "synthetic_lob"], "--algo dqn trains on OHLCV bars, and synthetic_lob is an order book"),
     (["--algo", "mlplob", "--data", "book.txt"], "FI-2010 files have 149 rows"),
