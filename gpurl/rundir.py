@@ -213,12 +213,9 @@ def fold_splits(self: RunConfig, data: RunData, fold: Fold, device="cpu") -> Fol
     "One fold of the run's rows as its model trains on it (a supervised model's splits carry its targets)."
     if data.labels is not None:
         return build_fold(data.features, data.log_returns, fold, device=device, labels=data.labels, horizons=data.horizons)
-    trainer = get_model(self.algo).trainer
-    if hasattr(trainer, "bar_splits"):              # inputs beyond the bar features: the TFT's known-future calendar
-        return trainer.bar_splits(self.trainer_config(), data.features, data.log_returns, fold, times=data.times, device=device)
-    targets = getattr(trainer, "bar_targets", None)
-    extra = targets(self.trainer_config(), data.log_returns) if targets is not None else {}
-    return build_fold(data.features, data.log_returns, fold, device=device, **extra)
+    splits_of = getattr(get_model(self.algo).trainer, "bar_splits", None)   # a supervised trainer's: targets (TFT: calendar)
+    if splits_of is None: return build_fold(data.features, data.log_returns, fold, device=device)
+    return splits_of(self.trainer_config(), data.features, data.log_returns, fold, times=data.times, device=device)
 
 @patch
 def fold_list(self: RunConfig) -> list[Fold]:

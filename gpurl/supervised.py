@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from fastcore.basics import patch
 from .config import Config, config_error
 from .hardware import MixedPrecisionConfig, TrainerGlobals, align_to_tensor_cores, capture_graph, cuda_graphs_available
-from .data import FoldData, IGNORE_INDEX
+from .data import Fold, FoldData, FoldSplits, IGNORE_INDEX, build_fold
 from .lob import UP, STATIONARY, DOWN
 from .metrics import optimal_block_length, stationary_bootstrap
 from .env import EnvConfig, gather_windows
@@ -588,6 +588,12 @@ def bar_targets(cls: SupervisedTrainer, config: SupervisedConfig, log_returns: T
     k = config.horizon or 1
     fwd = forward_returns(log_returns, (k,))
     return {"labels": fwd if config.task == "regression" else return_classes(fwd), "horizons": (k,)}
+
+@patch(cls_method=True)
+def bar_splits(cls: SupervisedTrainer, config: SupervisedConfig, features: Tensor, log_returns: Tensor, fold: Fold, *,
+               times=None, device: torch.device | str = "cpu") -> FoldSplits:
+    "One fold of OHLCV bars as `gpurl_train` builds it for this trainer: `build_fold` with `bar_targets` (`times`, the bars' ns, for trainers with time inputs)."
+    return build_fold(features, log_returns, fold, device=device, **cls.bar_targets(config, log_returns))
 
 walkforward.register_model("mlp", SupervisedTrainer, BarMlpConfig, quickstart=dict(   # gpurl_train's small default
     hidden=[32, 32], batch_size=64, lr=3e-3, horizon=1))

@@ -396,7 +396,7 @@ walkforward.register_model("tft", TftTrainer, TftConfig, data="bars", quickstart
 # %% ../nbs/15_tft.ipynb #1458f737
 @patch(cls_method=True)
 def bar_splits(cls: TftTrainer, config: TftConfig, features: Tensor, log_returns: Tensor, fold: Fold, *,
-               times: np.ndarray | None, device: torch.device | str = "cpu") -> FoldSplits:
+               times: np.ndarray | None = None, device: torch.device | str = "cpu") -> FoldSplits:
     "One fold of bars as the TFT trains on them: `tft_inputs` of `build_fold` with the known-future calendar of `times` (ns) and the targets."
     if times is None:
         raise ValueError("the TFT's known-future inputs are the bars' calendar, and these rows carry no timestamps: "
