@@ -360,6 +360,6 @@ class _GreedyQ(nn.Module):
     def forward(self, obs: Tensor) -> Tensor: return self.net.q_values(obs).float()
 
 walkforward.register_model("dqn", DQNTrainer, DqnTrainerConfig, quickstart=dict(   # gpurl_train's small default
-    rainbow=dict(hidden=[32, 32], lr=3e-3, gamma=0.5, cql_alpha=0.1, target_update="polyak", tau=0.01,
+    rainbow=dict(hidden=[64, 64], lr=3e-3, gamma=0.24, cql_alpha=0.47, target_update="polyak", tau=0.0031,  # swept (gpurl.sweep)
                  iqn_n=16, iqn_n_prime=16, iqn_k=8, iqn_embedding_dim=16),   # as the learning test below
-    env=dict(window=1), n_envs=16, steps_per_epoch=100, batch_size=32, warmup=320, replay_capacity=20_000))
+    env=dict(window=2), n_envs=16, steps_per_epoch=100, batch_size=32, warmup=320, replay_capacity=20_000))

@@ -482,4 +482,5 @@ class _PolicyLogits(nn.Module):
     def forward(self, obs: Tensor) -> Tensor: return self.net(obs)[0].float()
 
 walkforward.register_model("ppo", PpoTrainer, PpoTrainerConfig, quickstart=dict(    # gpurl_train's small default
-    env=dict(window=4, episode_len=128), n_envs=16, n_steps=64, hidden=[16, 16], lr=1e-3, iterations_per_epoch=4))
+    env=dict(window=8, episode_len=128), n_envs=16, n_steps=64, iterations_per_epoch=4,
+    hidden=[64, 64], lr=6.9e-4, gamma=0.95, gae_lambda=0.81, ent_coef=1.7e-4, clip_coef=0.1))   # swept (gpurl.sweep)

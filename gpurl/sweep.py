@@ -41,13 +41,14 @@ DEFAULT_SPACES = {
             "rainbow.tau": {"type": "float", "low": 1e-3, "high": 0.1, "log": True},
             "rainbow.hidden": {"type": "categorical", "choices": [[16, 16], [32, 32], [64, 64]]},
             "env.window": {"type": "int", "low": 1, "high": 8}},
-    "ppo": {"lr": {"type": "float", "low": 1e-4, "high": 3e-3, "log": True},                # CleanRL's 2.5e-4 .. the quickstart's 1e-3 and up
+    "ppo": {"lr": {"type": "float", "low": 1e-4, "high": 3e-3, "log": True},                # CleanRL's 2.5e-4, from 0.4x to 12x
             "gamma": {"type": "float", "low": 0.5, "high": 0.99},
             "gae_lambda": {"type": "float", "low": 0.8, "high": 0.99},
             "ent_coef": {"type": "float", "low": 1e-4, "high": 0.05, "log": True},
             "clip_coef": {"type": "float", "low": 0.1, "high": 0.3},
             "hidden": {"type": "categorical", "choices": [[16, 16], [32, 32], [64, 64]]},
-            "env.window": {"type": "int", "low": 1, "high": 8}},
+            "env.window": {"type": "int", "low": 1, "high": 8},
+            "n_envs": {"type": "categorical", "choices": [16, 64, 256]}},              # CleanRL's 4 .. a device env's thousands
     "mlp": {"lr": {"type": "float", "low": 3e-4, "high": 1e-2, "log": True},
             "weight_decay": {"type": "float", "low": 1e-4, "high": 0.1, "log": True},
             "hidden": {"type": "categorical", "choices": [[16, 16], [32, 32], [64, 64]]},
