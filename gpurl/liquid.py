@@ -4,7 +4,10 @@
 
 # %% ../nbs/13_liquid.ipynb #963b5f89
 from __future__ import annotations
+import ctypes, os, shutil, subprocess, tempfile, warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cache
 from typing import ClassVar
 import torch
 import torch.nn.functional as F
@@ -243,9 +246,230 @@ class _CfcSequence(torch.autograd.Function):
         return dP, dh0, None, dw_h, dw_head, dQ.sum((0, 1))
 
 def _fused(model: CfC, x: Tensor, timespans: Tensor | None) -> bool:
-    "Whether `CfC.forward` runs `_CfcSequence`: default mode, one backbone layer, spans without gradient; fp32 + Triton on CUDA."
+    "Whether `CfC.forward` runs the sequence fused: default mode, one backbone layer, spans without gradient; fp32 + Triton on CUDA."
     if model.mode != "default" or len(model.backbone) != 1 or (timespans is not None and timespans.requires_grad): return False
     return not x.is_cuda or (triton is not None and x.dtype == torch.float32)
+
+# %% ../nbs/13_liquid.ipynb #7a3e9b10
+_C_COMMON = r"""
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+typedef REAL real;                  /* float or double, set by the compiler flags */
+typedef int64_t i64;
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE real expo(real x) {          /* exp; in float Cephes' expf (relative error < 2e-7), a polynomial that vectorises */
+#ifdef REAL_IS_DOUBLE
+    return exp(x);
+#else
+    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+    float n = floorf(x * 1.44269504088896341f + 0.5f), p = 1.9875691500e-4f;
+    x = x - n * 0.693359375f + n * 2.12194440e-4f;
+    p = p * x + 1.3981999507e-3f; p = p * x + 8.3334519073e-3f; p = p * x + 4.1665795894e-2f;
+    p = p * x + 1.6666665459e-1f; p = p * x + 5.0000001201e-1f;
+    union { int32_t i; float f; } scale = {((int32_t)n + 127) << 23};
+    return (p * x * x + x + 1.0f) * scale.f;
+#endif
+}
+INLINE real sigmoid(real x) { return 1 / (1 + expo(-x)); }
+INLINE real tanh_(real x) { return 1 - 2 / (expo(2 * x) + 1); }
+"""   # both families' part: reals, exp, sigmoid, tanh
+
+# %% ../nbs/13_liquid.ipynb #3b8e0d6f
+_C_GEMM = r"""
+/* C (M x N, row stride ldc) = C (if acc, else 0) + A B, with A (M x K) read at A[m sm + k sk] and B (K x N, row
+   stride ldb). Blocks of RB rows x 2 vectors of C stay in registers through the k loop (16 of AVX-512's 32 vector
+   registers, 12 of AVX2's 16); the edges go row by row. */
+#ifdef __AVX512F__
+enum { RB = 8, VBYTES = 64 };
+#else
+enum { RB = 6, VBYTES = 32 };
+#endif
+typedef real vec __attribute__((vector_size(VBYTES), aligned(sizeof(real))));
+enum { VL = VBYTES / sizeof(real), CB = 2 * VL };
+
+static void gemm_row(int m, int n0, int N, int K, const real *A, i64 sm, i64 sk, const real *B, i64 ldb, real *C, i64 ldc, int acc) {
+    real *c = C + m * ldc;
+    if (!acc) for (int j = n0; j < N; j++) c[j] = 0;
+    for (int k = 0; k < K; k++) {
+        real a = A[m * sm + k * sk];
+        for (int j = n0; j < N; j++) c[j] += a * B[k * ldb + j];
+    }
+}
+
+static void gemm(int M, int N, int K, const real *A, i64 sm, i64 sk, const real *B, i64 ldb, real *C, i64 ldc, int acc) {
+    int m = 0, n = 0;
+    for (; m + RB <= M; m += RB) {
+        for (n = 0; n + CB <= N; n += CB) {
+            vec c[RB][2];
+            for (int r = 0; r < RB; r++)
+                for (int v = 0; v < 2; v++) c[r][v] = acc ? *(const vec *)(C + (m + r) * ldc + n + v * VL) : (vec){0};
+            for (int k = 0; k < K; k++) {
+                vec b0 = *(const vec *)(B + k * ldb + n), b1 = *(const vec *)(B + k * ldb + n + VL);
+                for (int r = 0; r < RB; r++) { real a = A[(m + r) * sm + k * sk]; c[r][0] += a * b0; c[r][1] += a * b1; }
+            }
+            for (int r = 0; r < RB; r++) for (int v = 0; v < 2; v++) *(vec *)(C + (m + r) * ldc + n + v * VL) = c[r][v];
+        }
+        for (int r = m; r < m + RB && n < N; r++) gemm_row(r, n, N, K, A, sm, sk, B, ldb, C, ldc, acc);
+    }
+    for (; m < M; m++) gemm_row(m, 0, N, K, A, sm, sk, B, ldb, C, ldc, acc);
+}
+"""   # the CfC's matmul
+
+# %% ../nbs/13_liquid.ipynb #2f6b8c44
+_C_FLAGS = ("-O3", "-march=native", "-ffp-contract=fast", "-fno-math-errno", "-fno-trapping-math", "-fno-signed-zeros",
+            "-fassociative-math", "-fPIC", "-shared")   # not -ffast-math: its start-up code would flush denormals in the whole process
+_C_REAL = {torch.float32: ("float", ctypes.c_float), torch.float64: ("double", ctypes.c_double)}
+
+@cache
+def _cpu_kernels(family: str, dtype: torch.dtype) -> ctypes.CDLL | None:
+    "The C kernels of `family` (cfc, ltc) in `dtype` (float32, float64), compiled once per process; None without a working C compiler."
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if dtype not in _C_REAL or cc is None: return None
+    real = _C_REAL[dtype][0]
+    with tempfile.TemporaryDirectory() as d:                   # a loaded library outlives its file
+        src, lib = os.path.join(d, f"{family}.c"), os.path.join(d, f"{family}.so")
+        parts = (_C_GEMM, _C_CFC, _C_CFC_BACKWARD) if family == "cfc" else (_C_LTC, _C_LTC_BACKWARD, _C_LTC_SENSORY)
+        with open(src, "w") as f: f.write("".join((_C_COMMON, *parts)))
+        flags = [f"-DREAL={real}", *(["-DREAL_IS_DOUBLE"] if real == "double" else [])]
+        done = subprocess.run([cc, *_C_FLAGS, *flags, src, "-o", lib, "-lm"], capture_output=True, text=True)
+        if done.returncode:
+            warnings.warn(f"gpurl.liquid: {cc} did not compile the CPU kernels, the CPU runs PyTorch loops:\n{done.stderr[-2000:]}")
+            return None
+        return ctypes.CDLL(lib)
+
+def _c_call(dtype: torch.dtype, name: str, *args) -> None:
+    "Call C kernel `name` (family_function) in `dtype`: tensors (contiguous) as pointers, None as NULL, lists of tensors as pointer arrays."
+    def arg(a):
+        if isinstance(a, Tensor):
+            assert a.is_contiguous() and a.dtype == dtype, (name, a.dtype, a.stride())
+            return ctypes.c_void_p(a.data_ptr())
+        if isinstance(a, list): return (ctypes.c_void_p * len(a))(*(t.data_ptr() for t in a))
+        return _C_REAL[dtype][1](a) if isinstance(a, float) else a
+    getattr(_cpu_kernels(name[:3], dtype), name)(*map(arg, args))
+
+def _batch_slices(B: int) -> list[slice]:
+    "The batch in one slice per intra-op thread, at least 8 sequences a slice."
+    n = max(1, min(torch.get_num_threads(), B // 8))
+    return [slice(B * i // n, B * (i + 1) // n) for i in range(n)]
+
+def _in_threads(fn, items: list) -> list:
+    "fn(item) for every item, each on its own thread when there are several."
+    if len(items) == 1: return [fn(items[0])]
+    with ThreadPoolExecutor(len(items)) as pool: return list(pool.map(fn, items))
+
+# %% ../nbs/13_liquid.ipynb #4c7e2d59
+_C_CFC = r"""
+/* One sequence's step from its heads' pre-activations q (ff1, ff2, gate): ff1, ff2 and the gate into f, the state into y */
+static void cfc_gate(int H, const real *restrict q, real *restrict f, real *restrict y) {
+    for (int i = 0; i < H; i++) {
+        real f1 = tanh_(q[i]), f2 = tanh_(q[H + i]), g = sigmoid(q[2 * H + i]);
+        f[i] = f1; f[H + i] = f2; f[2 * H + i] = g; y[i] = f1 + g * (f2 - f1);
+    }
+}
+
+/* Default-mode CfC of one backbone layer over T steps, constants folded (slope in w_x, b_z, w_h; gain in w_q).
+   x (B, T, F); ts (B, T), or NULL: unit spans, time_a + time_b folded into one head (R = 3H rows, else 4H); h0 (B, H);
+   w_xT (F, NB), w_hT (H, NB), w_qT (NB, R). Out: Y (B, T, H) and step[t] (B, NB + 3H): the backbone's s, then ff1,
+   ff2, gate of every sequence. q: scratch (B, R). */
+void cfc_forward(int T, int B, int F, int H, int NB, int R, const real *x, const real *ts, const real *h0,
+                 const real *w_xT, const real *b_z, const real *w_hT, const real *w_qT, const real *b_q,
+                 real *Y, real **step, real *q) {
+    for (int t = 0; t < T; t++) {
+        real *s = step[t], *f = s + (i64)B * NB;
+        for (int b = 0; b < B; b++) { memcpy(s + (i64)b * NB, b_z, sizeof(real) * NB); memcpy(q + (i64)b * R, b_q, sizeof(real) * R); }
+        gemm(B, NB, F, x + (i64)t * F, (i64)T * F, 1, w_xT, NB, s, NB, 1);
+        gemm(B, NB, H, t ? Y + (i64)(t - 1) * H : h0, t ? (i64)T * H : H, 1, w_hT, NB, s, NB, 1);
+        for (i64 i = 0; i < (i64)B * NB; i++) s[i] = tanh_(s[i]);
+        gemm(B, R, NB, s, NB, 1, w_qT, R, q, R, 1);
+        for (int b = 0; b < B; b++) {
+            real *qb = q + (i64)b * R;
+            if (R == 4 * H) { real dt = ts[(i64)b * T + t]; for (int i = 2 * H; i < 3 * H; i++) qb[i] = qb[i] * dt + qb[i + H]; }
+            cfc_gate(H, qb, f + (i64)b * 3 * H, Y + ((i64)b * T + t) * H);
+        }
+    }
+}
+"""   # the CfC's forward
+
+# %% ../nbs/13_liquid.ipynb #9f2c3a77
+_C_CFC_BACKWARD = r"""
+/* One sequence's heads' gradients dq (ff1, ff2, gate) from dL/dh = dh + dy and its ff1, ff2, gate f */
+static void cfc_gate_backward(int H, const real *restrict f, const real *restrict dh, const real *restrict dy, real *restrict dq) {
+    for (int i = 0; i < H; i++) {
+        real d = dh[i] + dy[i], f1 = f[i], f2 = f[H + i], g = f[2 * H + i];
+        dq[i] = d * (1 - g) * (1 - f1 * f1); dq[H + i] = d * g * (1 - f2 * f2); dq[2 * H + i] = d * (f2 - f1) * g * (1 - g);
+    }
+}
+
+/* Backward through time of cfc_forward from dY (B, T, H). Out: dx (B, T, F) unless NULL, dh (B, H) (of h0); the
+   weights' gradients accumulated: dw_xT (F, NB), db_z, dw_hT (H, NB), dw_qT (NB, R), db_q. dq (B, R), ds (B, NB): scratch */
+void cfc_backward(int T, int B, int F, int H, int NB, int R, const real *x, const real *ts, const real *h0, const real *Y,
+                  const real *w_x, const real *w_h, const real *w_q, real **step, const real *dY, real *dx, real *dh,
+                  real *dw_xT, real *db_z, real *dw_hT, real *dw_qT, real *db_q, real *dq, real *ds) {
+    memset(dh, 0, sizeof(real) * B * H);
+    for (int t = T - 1; t >= 0; t--) {
+        const real *s = step[t], *f = s + (i64)B * NB;
+        for (int b = 0; b < B; b++) {
+            real *dqb = dq + (i64)b * R;
+            cfc_gate_backward(H, f + (i64)b * 3 * H, dh + (i64)b * H, dY + ((i64)b * T + t) * H, dqb);
+            if (R == 4 * H) { real dt = ts[(i64)b * T + t]; for (int i = 2 * H; i < 3 * H; i++) { dqb[i + H] = dqb[i]; dqb[i] *= dt; } }
+            for (int j = 0; j < R; j++) db_q[j] += dqb[j];
+        }
+        gemm(NB, R, B, s, 1, NB, dq, R, dw_qT, R, 1);                        /* dw_q^T += s^T dq */
+        gemm(B, NB, R, dq, R, 1, w_q, NB, ds, NB, 0);                        /* ds = dq w_q */
+        for (i64 i = 0; i < (i64)B * NB; i++) ds[i] *= 1 - s[i] * s[i];     /* dz, through the tanh */
+        for (int b = 0; b < B; b++) for (int j = 0; j < NB; j++) db_z[j] += ds[(i64)b * NB + j];
+        gemm(F, NB, B, x + (i64)t * F, 1, (i64)T * F, ds, NB, dw_xT, NB, 1); /* dw_x^T += x_t^T dz */
+        gemm(H, NB, B, t ? Y + (i64)(t - 1) * H : h0, 1, t ? (i64)T * H : H, ds, NB, dw_hT, NB, 1);   /* dw_h^T += h_{t-1}^T dz */
+        if (dx) gemm(B, F, NB, ds, NB, 1, w_x, F, dx + (i64)t * F, (i64)T * F, 0);
+        gemm(B, H, NB, ds, NB, 1, w_h, H, dh, H, 0);                         /* dh = dz w_h */
+    }
+}
+"""   # the CfC's backward through time
+
+# %% ../nbs/13_liquid.ipynb #6a0d4e18
+class _CfcCpu(torch.autograd.Function):
+    "Default-mode CfC of one backbone layer in C: (x, h0, ts (B, T) or None, W'_x, b'_z, W'_h, W'_head, b'_head) -> Y (B, T, H)."
+    @staticmethod
+    def forward(ctx, x, h0, ts, w_x, b_z, w_h, w_q, b_q):
+        x, h0, ts = x.contiguous(), h0.contiguous(), None if ts is None else ts.contiguous()
+        (B, T, F_), H, (R, NB), keep = x.shape, h0.shape[1], w_q.shape, any(ctx.needs_input_grad)
+        Y, slices = x.new_empty(B, T, H), _batch_slices(B)
+        consts = [w_x.T.contiguous(), b_z.contiguous(), w_h.T.contiguous(), w_q.T.contiguous(), b_q.contiguous()]
+        def run(b: slice) -> list[Tensor]:
+            n = b.stop - b.start
+            steps = [x.new_empty(n, NB + 3 * H) for _ in range(T)] if keep else [x.new_empty(n, NB + 3 * H)] * T
+            _c_call(x.dtype, "cfc_forward", T, n, F_, H, NB, R, x[b], None if ts is None else ts[b], h0[b], *consts, Y[b],
+                    steps, x.new_empty(n, R))
+            return steps
+        steps = _in_threads(run, slices)
+        ctx.slices = slices
+        if keep: ctx.save_for_backward(x, ts, h0, Y, w_x, w_h, w_q, *(s for block in steps for s in block))
+        return Y
+
+    @staticmethod
+    def backward(ctx, dY):
+        x, ts, h0, Y, w_x, w_h, w_q, *steps = ctx.saved_tensors
+        (B, T, F_), H, (R, NB), dY = x.shape, h0.shape[1], w_q.shape, dY.contiguous()
+        dx, dh0 = x.new_empty(B, T, F_) if ctx.needs_input_grad[0] else None, x.new_empty(B, H)
+        w_x, w_h, w_q = w_x.contiguous(), w_h.contiguous(), w_q.contiguous()
+        def run(i: int) -> list[Tensor]:
+            b = ctx.slices[i]; n = b.stop - b.start
+            grads = [x.new_zeros(F_, NB), x.new_zeros(NB), x.new_zeros(H, NB), x.new_zeros(NB, R), x.new_zeros(R)]
+            _c_call(x.dtype, "cfc_backward", T, n, F_, H, NB, R, x[b], None if ts is None else ts[b], h0[b], Y[b], w_x, w_h, w_q,
+                    steps[i * T:(i + 1) * T], dY[b], None if dx is None else dx[b], dh0[b], *grads, x.new_empty(n, R), x.new_empty(n, NB))
+            return grads
+        dw_xT, db_z, dw_hT, dw_qT, db_q = (sum(g) for g in zip(*_in_threads(run, list(range(len(ctx.slices))))))
+        return dx, dh0, None, dw_xT.T, db_z, dw_hT.T, dw_qT.T, db_q
+
+def _cfc_cpu(model: CfC, x: Tensor, h0: Tensor, ts: Tensor | float) -> Tensor:
+    "`CfC.forward`'s fused path in C: the constants folded, and with unit spans (ts = 1.0) time_a + time_b as one head."
+    first, F_, H = model.backbone[0], model.input_size, model.units
+    w, b = model.head.weight * _LECUN_GAIN, model.head.bias
+    if isinstance(ts, float): w, b = torch.cat([w[:2 * H], w[2 * H:3 * H] + w[3 * H:]]), torch.cat([b[:2 * H], b[2 * H:3 * H] + b[3 * H:]])
+    return _CfcCpu.apply(x, h0, None if isinstance(ts, float) else ts[..., 0], first.weight[:, :F_] * _LECUN_SLOPE,
+                         first.bias * _LECUN_SLOPE, first.weight[:, F_:] * _LECUN_SLOPE, w, b)
 
 # %% ../nbs/13_liquid.ipynb #e63ce47e
 @patch
@@ -253,8 +477,11 @@ def forward(self: CfC, x: Tensor, h0: Tensor | None = None, timespans: Tensor | 
     "Outputs (B, T, units) and the last state (B, units): the whole sequence fused where the mode allows (see above), else cell by cell."
     ts = _check_sequence(x, self.input_size, h0, self.units, timespans)
     first, F_ = self.backbone[0] if len(self.backbone) else self.head, self.input_size
-    u = F.linear(x, first.weight[:, :F_], first.bias)          # the input's share of the first layer, all steps at once
     h = x.new_zeros(x.shape[0], self.units) if h0 is None else h0
+    if _fused(self, x, timespans) and not x.is_cuda and _cpu_kernels("cfc", x.dtype) is not None:
+        y = _cfc_cpu(self, x, h, ts)
+        return y, y[:, -1]
+    u = F.linear(x, first.weight[:, :F_], first.bias)          # the input's share of the first layer, all steps at once
     if _fused(self, x, timespans):
         spans = x.new_ones(x.shape[:2]) if isinstance(ts, float) else ts[..., 0].contiguous()
         y = _CfcSequence.apply(u * _LECUN_SLOPE, h.contiguous(), spans, first.weight[:, F_:] * _LECUN_SLOPE,
@@ -387,12 +614,205 @@ def _ltc_backward_triton(dV: Tensor, V_in: Tensor, num_s: Tensor, den_s: Tensor,
                                T, H, eps, UNFOLDS=unfolds, HP=max(16, triton.next_power_of_2(H)), num_warps=_LTC_WARPS, num_stages=1)
     return dv0, dns, dds, dcm, *dparams.sum(0).unbind(0)
 
+# %% ../nbs/13_liquid.ipynb #8e4f1c2a
+_C_LTC = r"""
+/* Source j's synapses onto all H targets for one sequence in state v: the solver's sums num, den += */
+INLINE void ltc_synapses(int H, real vj, const real *restrict sig, const real *restrict shift, const real *restrict w,
+                         const real *restrict we, real *restrict num, real *restrict den) {
+    for (int i = 0; i < H; i++) {
+        real a = sigmoid(sig[i] * vj + shift[i]);
+        num[i] += a * we[i]; den[i] += a * w[i];
+    }
+}
+
+/* The LTC recurrence, sequence by sequence, U fused Euler unfolds a step: step inputs ns, ds, cm (B, T, H); leak (H);
+   w, we (= w E), sig, shift (= -sig mu) (H source, H target). Out: V (B, T, H); when Vin is not NULL, each unfold's
+   input state and denominator in Vin, Den (B, T, U, H) for the backward. */
+void ltc_forward(int B, int T, int H, int U, const real *v0, const real *ns, const real *ds, const real *cm,
+                 const real *leak, const real *w, const real *we, const real *sig, const real *shift, real eps,
+                 real *V, real *Vin, real *Den) {
+    real v[H], num[H], den[H];
+    for (int b = 0; b < B; b++) {
+        memcpy(v, v0 + (i64)b * H, sizeof(real) * H);
+        for (int t = 0; t < T; t++) {
+            i64 bt = ((i64)b * T + t) * H;
+            for (int k = 0; k < U; k++) {
+                i64 o = (bt * U) + (i64)k * H;                  /* ((b T + t) U + k) H */
+                memset(num, 0, sizeof(real) * H); memset(den, 0, sizeof(real) * H);
+                for (int j = 0; j < H; j++)
+                    ltc_synapses(H, v[j], sig + (i64)j * H, shift + (i64)j * H, w + (i64)j * H, we + (i64)j * H, num, den);
+                if (Vin) memcpy(Vin + o, v, sizeof(real) * H);
+                for (int i = 0; i < H; i++) {
+                    real d = cm[bt + i] + den[i] + ds[bt + i] + eps;
+                    if (Vin) Den[o + i] = d;
+                    v[i] = (cm[bt + i] * v[i] + leak[i] + num[i] + ns[bt + i]) / d;
+                }
+            }
+            memcpy(V + bt, v, sizeof(real) * H);
+        }
+    }
+}
+"""   # the LTC's forward
+
+# %% ../nbs/13_liquid.ipynb #d2a7b930
+_C_LTC_BACKWARD = r"""
+/* Backward through source j's synapses onto I targets for a tile of nt rows (v, dv: rows of J sources; dnum, dden: rows
+   of I targets): dv[r J + j] += the sum over targets of dz sig, with dz = (dnum w E + dden w) a (1 - a); ge, gw, gz,
+   gzv += the tile's sums of a dnum, a dden, dz, dz v_j */
+enum { NT = 4 };
+INLINE void ltc_synapses_backward(int nt, int J, int I, int j, const real *restrict v, const real *restrict dnum,
+        const real *restrict dden, const real *restrict sig, const real *restrict shift, const real *restrict w,
+        const real *restrict we, real *restrict dv, real *restrict ge, real *restrict gw, real *restrict gz, real *restrict gzv) {
+    real vj[NT], acc[NT];
+    for (int r = 0; r < nt; r++) { vj[r] = v[r * J + j]; acc[r] = 0; }
+    for (int i = 0; i < I; i++) {
+        real sge = 0, sgw = 0, sgz = 0, sgzv = 0;
+        for (int r = 0; r < nt; r++) {
+            real a = sigmoid(sig[i] * vj[r] + shift[i]), dz = (dnum[r * I + i] * we[i] + dden[r * I + i] * w[i]) * a * (1 - a);
+            sge += a * dnum[r * I + i]; sgw += a * dden[r * I + i]; sgz += dz; sgzv += dz * vj[r]; acc[r] += dz * sig[i];
+        }
+        ge[i] += sge; gw[i] += sgw; gz[i] += sgz; gzv[i] += sgzv;
+    }
+    for (int r = 0; r < nt; r++) dv[r * J + j] += acc[r];
+}
+
+/* Backward of ltc_forward for sequences b0 .. b0 + nt - 1 in lockstep, each unfold recomputed from its kept input */
+INLINE void ltc_backward_tile(int nt, int b0, int T, int H, int U, const real *dV, const real *V, const real *Vin,
+        const real *Den, const real *cm, const real *w, const real *we, const real *sig, const real *shift,
+        real *dv0, real *dns, real *dds, real *dcm, real *g) {
+    real dv[NT * H], dnum[NT * H], dden[NT * H], v[NT * H];
+    const i64 HH = (i64)H * H;
+    memset(dv, 0, sizeof(real) * nt * H);
+    for (int t = T - 1; t >= 0; t--)
+        for (int k = U - 1; k >= 0; k--) {
+            for (int r = 0; r < nt; r++) {
+                i64 bt = ((i64)(b0 + r) * T + t) * H, o = bt * U + (i64)k * H;
+                const real *vn = k + 1 < U ? Vin + o + H : V + bt;     /* this unfold's output */
+                real *dvr = dv + r * H;
+                if (k == U - 1) for (int i = 0; i < H; i++) { dvr[i] += dV[bt + i]; dns[bt + i] = dds[bt + i] = dcm[bt + i] = 0; }
+                memcpy(v + r * H, Vin + o, sizeof(real) * H);
+                for (int i = 0; i < H; i++) {
+                    real dn = dvr[i] / Den[o + i], dd = -dn * vn[i];
+                    dnum[r * H + i] = dn; dden[r * H + i] = dd; dvr[i] = dn * cm[bt + i];
+                    dcm[bt + i] += dn * v[r * H + i] + dd; dns[bt + i] += dn; dds[bt + i] += dd;
+                }
+            }
+            for (int j = 0; j < H; j++) {
+                i64 o = (i64)j * H;
+                ltc_synapses_backward(nt, H, H, j, v, dnum, dden, sig + o, shift + o, w + o, we + o, dv,
+                                      g + o, g + HH + o, g + 2 * HH + o, g + 3 * HH + o);
+            }
+        }
+    memcpy(dv0 + (i64)b0 * H, dv, sizeof(real) * nt * H);
+}
+
+/* Backward of ltc_forward from dV (B, T, H). Out: dv0 (B, H), dns, dds, dcm (B, T, H); g (4, H, H) accumulated: the
+   sums of a dnum, a dden, dz, dz v_source (the gradients of w E and w, and of sig and mu through dz) */
+void ltc_backward(int B, int T, int H, int U, const real *dV, const real *V, const real *Vin, const real *Den,
+                  const real *cm, const real *w, const real *we, const real *sig, const real *shift,
+                  real *dv0, real *dns, real *dds, real *dcm, real *g) {
+    int b = 0;
+    for (; b + NT <= B; b += NT) ltc_backward_tile(NT, b, T, H, U, dV, V, Vin, Den, cm, w, we, sig, shift, dv0, dns, dds, dcm, g);
+    for (; b < B; b++) ltc_backward_tile(1, b, T, H, U, dV, V, Vin, Den, cm, w, we, sig, shift, dv0, dns, dds, dcm, g);
+}
+"""   # the LTC's backward
+
+# %% ../nbs/13_liquid.ipynb #f4d2c8b6
+_C_LTC_SENSORY = r"""
+/* The sensory synapses, rows of J inputs onto I targets: num, den (N, I) = the sums over inputs of a w E and a w */
+void ltc_sensory(int N, int J, int I, const real *x, const real *sig, const real *shift, const real *w, const real *we,
+                 real *num, real *den) {
+    for (i64 n = 0; n < N; n++) {
+        memset(num + n * I, 0, sizeof(real) * I); memset(den + n * I, 0, sizeof(real) * I);
+        for (int j = 0; j < J; j++) {
+            i64 o = (i64)j * I;
+            ltc_synapses(I, x[n * J + j], sig + o, shift + o, w + o, we + o, num + n * I, den + n * I);
+        }
+    }
+}
+
+/* Backward of ltc_sensory: dx (N, J) out, g (4, J, I) accumulated as in ltc_backward */
+INLINE void ltc_sensory_tile(int nt, i64 n, int J, int I, const real *x, const real *dnum, const real *dden, const real *sig,
+        const real *shift, const real *w, const real *we, real *dx, real *g) {
+    const i64 JI = (i64)J * I;
+    memset(dx + n * J, 0, sizeof(real) * nt * J);
+    for (int j = 0; j < J; j++) {
+        i64 o = (i64)j * I;
+        ltc_synapses_backward(nt, J, I, j, x + n * J, dnum + n * I, dden + n * I, sig + o, shift + o, w + o, we + o,
+                              dx + n * J, g + o, g + JI + o, g + 2 * JI + o, g + 3 * JI + o);
+    }
+}
+
+void ltc_sensory_backward(int N, int J, int I, const real *x, const real *dnum, const real *dden, const real *sig,
+                          const real *shift, const real *w, const real *we, real *dx, real *g) {
+    i64 n = 0;
+    for (; n + NT <= N; n += NT) ltc_sensory_tile(NT, n, J, I, x, dnum, dden, sig, shift, w, we, dx, g);
+    for (; n < N; n++) ltc_sensory_tile(1, n, J, I, x, dnum, dden, sig, shift, w, we, dx, g);
+}
+"""   # the LTC's sensory synapses and their backward
+
+# %% ../nbs/13_liquid.ipynb #5e9b1f64
+def _ltc_forward_cpu(v0: Tensor, num_s: Tensor, den_s: Tensor, cm_t: Tensor, leak: Tensor, w: Tensor, w_erev: Tensor,
+                     sigma: Tensor, mu: Tensor, unfolds: int, eps: float, keep: bool) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    "The LTC recurrence in C: states (B, T, H), and when `keep` each unfold's input state and denominator (B, T, U, H)."
+    (B, T, H), dtype = num_s.shape, num_s.dtype
+    V, kept = num_s.new_empty(B, T, H), [num_s.new_empty(B, T, unfolds, H) for _ in range(2)] if keep else [None, None]
+    consts = [t.contiguous() for t in (leak, w, w_erev, sigma, -sigma * mu)]
+    inputs = [t.contiguous() for t in (v0, num_s, den_s, cm_t)]
+    _in_threads(lambda b: _c_call(dtype, "ltc_forward", b.stop - b.start, T, H, unfolds, *(t[b] for t in inputs), *consts, eps,
+                                  V[b], *(None if k is None else k[b] for k in kept)), _batch_slices(B))
+    return V, *kept
+
+def _ltc_backward_cpu(dV: Tensor, V: Tensor, V_in: Tensor, Den: Tensor, cm_t: Tensor, w: Tensor, w_erev: Tensor,
+                      sigma: Tensor, mu: Tensor) -> tuple[Tensor, ...]:
+    "Backward of `_ltc_forward_cpu`, as `_ltc_backward_triton`: dv0, dnum_s, dden_s, dcm_t (B, T, H), dsigma, dmu, dw, dw_erev (H, H)."
+    (B, T, H), U, dtype = dV.shape, V_in.shape[2], dV.dtype
+    dv0, dns, dds, dcm = dV.new_empty(B, H), torch.empty_like(dV), torch.empty_like(dV), torch.empty_like(dV)
+    consts = [t.contiguous() for t in (cm_t, w, w_erev, sigma, -sigma * mu)]
+    def run(b: slice) -> Tensor:
+        g = dV.new_zeros(4, H, H)                                 # sums of a dnum, a dden, dz, dz v_source
+        _c_call(dtype, "ltc_backward", b.stop - b.start, T, H, U, dV[b], V[b], V_in[b], Den[b], consts[0][b], *consts[1:],
+                dv0[b], dns[b], dds[b], dcm[b], g)
+        return g
+    g_we, g_w, g_z, g_zv = sum(_in_threads(run, _batch_slices(B)))
+    return dv0, dns, dds, dcm, g_zv - mu * g_z, -sigma * g_z, g_w, g_we
+
+class _LtcSensory(torch.autograd.Function):
+    "The sensory synapses in C: (x (B, T, F), sigma, mu, w, w_erev (F, H)) -> the sums over inputs of a w E and of a w (B, T, H)."
+    @staticmethod
+    def forward(ctx, x, sigma, mu, w, w_erev):
+        (B, T, F_), H = x.shape, sigma.shape[1]
+        rows, num, den = x.reshape(B * T, F_).contiguous(), x.new_empty(B * T, H), x.new_empty(B * T, H)
+        consts = [t.contiguous() for t in (sigma, -sigma * mu, w, w_erev)]
+        _in_threads(lambda b: _c_call(x.dtype, "ltc_sensory", b.stop - b.start, F_, H, rows[b], *consts, num[b], den[b]),
+                    _batch_slices(B * T))
+        ctx.x_shape = x.shape
+        ctx.save_for_backward(rows, sigma, mu, w, w_erev)
+        return num.view(B, T, H), den.view(B, T, H)
+
+    @staticmethod
+    def backward(ctx, dnum, dden):
+        rows, sigma, mu, w, w_erev = ctx.saved_tensors
+        (N, F_), H = rows.shape, sigma.shape[1]
+        dnum, dden, dx = dnum.reshape(N, H).contiguous(), dden.reshape(N, H).contiguous(), torch.empty_like(rows)
+        consts = [t.contiguous() for t in (sigma, -sigma * mu, w, w_erev)]
+        def run(b: slice) -> Tensor:
+            g = rows.new_zeros(4, F_, H)
+            _c_call(rows.dtype, "ltc_sensory_backward", b.stop - b.start, F_, H, rows[b], dnum[b], dden[b], *consts, dx[b], g)
+            return g
+        g_we, g_w, g_z, g_zv = sum(_in_threads(run, _batch_slices(N)))
+        return dx.view(ctx.x_shape), g_zv - mu * g_z, -sigma * g_z, g_w, g_we
+
 # %% ../nbs/13_liquid.ipynb #89be37f2
 class _LtcSequence(torch.autograd.Function):
-    "The LTC recurrence on CUDA (Triton): (v0, num_s, den_s, cm_t (B, T, H), leak, w, w_erev, sigma, mu, unfolds, eps) -> states (B, T, H)."
+    "The LTC recurrence, Triton on CUDA and C on the CPU: (v0, num_s, den_s, cm_t (B, T, H), leak, w, w_erev, sigma, mu, unfolds, eps) -> V."
     @staticmethod
     @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)
     def forward(ctx, v0, num_s, den_s, cm_t, leak, w, w_erev, sigma, mu, unfolds, eps):
+        if not v0.is_cuda:
+            V, V_in, Den = _ltc_forward_cpu(v0, num_s, den_s, cm_t, leak, w, w_erev, sigma, mu, unfolds, eps, any(ctx.needs_input_grad))
+            ctx.save_for_backward(V, V_in, Den, cm_t, w, w_erev, sigma, mu)
+            return V
         V, V_in = _ltc_forward_triton(v0, num_s, den_s, cm_t, leak, w, w_erev, sigma, mu, unfolds, eps)
         ctx.eps = eps
         ctx.save_for_backward(V_in, num_s, den_s, cm_t, leak, w, w_erev, sigma, mu)
@@ -401,21 +821,30 @@ class _LtcSequence(torch.autograd.Function):
     @staticmethod
     @torch.amp.custom_bwd(device_type="cuda")
     def backward(ctx, dV):
-        V_in, *inputs = ctx.saved_tensors
-        dv0, dns, dds, dcm, dsigma, dmu, dw, dw_erev = _ltc_backward_triton(dV.contiguous(), V_in, *inputs, ctx.eps)
+        if not dV.is_cuda: dv0, dns, dds, dcm, dsigma, dmu, dw, dw_erev = _ltc_backward_cpu(dV.contiguous(), *ctx.saved_tensors)
+        else:
+            V_in, *inputs = ctx.saved_tensors
+            dv0, dns, dds, dcm, dsigma, dmu, dw, dw_erev = _ltc_backward_triton(dV.contiguous(), V_in, *inputs, ctx.eps)
         return dv0, dns, dds, dcm, dns.sum((0, 1)), dw, dw_erev, dsigma, dmu, None, None
+
+def _ltc_fused(x: Tensor) -> bool:
+    "Whether `LTC.forward` runs `_LtcSequence`: fp32 with Triton on CUDA; float32 or float64 with the C kernels on the CPU."
+    return x.dtype == torch.float32 and triton is not None if x.is_cuda else _cpu_kernels("ltc", x.dtype) is not None
 
 @patch
 def forward(self: LTC, x: Tensor, h0: Tensor | None = None, timespans: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    "Outputs (B, T, units) and the last state (B, units): one Triton recurrence on CUDA (fp32), the cell step by step elsewhere."
+    "Outputs (B, T, units) and the last state (B, units): one recurrence (Triton on CUDA, C on the CPU), else the cell step by step."
     ts = _check_sequence(x, self.input_size, h0, self.units, timespans)
-    xm = (x * self.input_w + self.input_b).unsqueeze(-1)                          # (B, T, F, 1)
-    sensory = F.softplus(self.sensory_w) * torch.sigmoid(self.sensory_sigma * (xm - self.sensory_mu))
-    gleak, w = F.softplus(self.gleak), F.softplus(self.w)
-    num_s, den_s = (sensory * self.sensory_erev).sum(2), sensory.sum(2) + gleak   # (B, T, H), all steps at once
-    cm_t = F.softplus(self.cm) * self.ode_unfolds / ts                            # C_m / delta, delta = dt / unfolds
+    xm, fused = x * self.input_w + self.input_b, _ltc_fused(x)                  # (B, T, F)
+    sw, gleak, w = F.softplus(self.sensory_w), F.softplus(self.gleak), F.softplus(self.w)
+    if fused and not x.is_cuda: num_s, den_s = _LtcSensory.apply(xm, self.sensory_sigma, self.sensory_mu, sw, sw * self.sensory_erev)
+    else:                                                                       # all steps at once: (B, T, F, H)
+        sensory = sw * torch.sigmoid(self.sensory_sigma * (xm.unsqueeze(-1) - self.sensory_mu))
+        num_s, den_s = (sensory * self.sensory_erev).sum(2), sensory.sum(2)
+    den_s = den_s + gleak                                                       # (B, T, H)
+    cm_t = F.softplus(self.cm) * self.ode_unfolds / ts                          # C_m / delta, delta = dt / unfolds
     v = x.new_zeros(x.shape[0], self.units) if h0 is None else h0
-    if x.is_cuda and triton is not None and x.dtype == torch.float32:
+    if fused:
         vs = _LtcSequence.apply(v.contiguous(), num_s, den_s, cm_t.expand_as(num_s).contiguous(), gleak * self.vleak, w,
                                 w * self.erev, self.sigma, self.mu, self.ode_unfolds, self.epsilon)
         v = vs[:, -1]
