@@ -177,23 +177,6 @@ def measure(self: Bench, name: str, variant: str, fn: Callable[[], object], *, s
     self.records.append(rec)
     return rec
 
-@patch
-def run_case(self: Bench, case: Case) -> list[Record]:
-    "Run one case (seeded, TF32 flags restored after); a case that cannot run here leaves one 'skipped' record saying why."
-    self.case, self._baselines, start = case.name, {}, len(self.records)
-    flags = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.manual_seed(0)
-    try:
-        if not case.cpu and not self.cuda: raise SkipCase("needs a CUDA device")
-        case.fn(self)
-    except SkipCase as e:
-        self.records.append(Record(case.name, case.name, "skipped", {}, None, None, "", 0, note=str(e), **self.meta))
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
-        gc.collect()
-        if self.cuda: torch.cuda.empty_cache()
-    return self.records[start:]
-
 # %% ../nbs/23_bench.ipynb #2dc4b233
 @dataclass
 class Case:
@@ -211,6 +194,23 @@ def case(name: str, *, cpu: bool = True, doc: str | None = None) -> Callable:
         CASES[name] = Case(name, fn, cpu, doc if doc is not None else (fn.__doc__ or "").strip())
         return fn
     return register
+
+@patch
+def run_case(self: Bench, case: Case) -> list[Record]:
+    "Run one case (seeded, TF32 flags restored after); a case that cannot run here leaves one 'skipped' record saying why."
+    self.case, self._baselines, start = case.name, {}, len(self.records)
+    flags = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.manual_seed(0)
+    try:
+        if not case.cpu and not self.cuda: raise SkipCase("needs a CUDA device")
+        case.fn(self)
+    except SkipCase as e:
+        self.records.append(Record(case.name, case.name, "skipped", {}, None, None, "", 0, note=str(e), **self.meta))
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
+        gc.collect()
+        if self.cuda: torch.cuda.empty_cache()
+    return self.records[start:]
 
 # %% ../nbs/23_bench.ipynb #66f92449
 def _num(v: float | None) -> str:
