@@ -4,7 +4,7 @@
 
 # %% ../nbs/23_bench.ipynb #49c6230f
 from __future__ import annotations
-import dataclasses, datetime, functools, gc, importlib, inspect, json, math, platform, statistics, tempfile, time, warnings
+import dataclasses, datetime, functools, gc, importlib, inspect, json, math, statistics, tempfile, time, warnings
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +18,7 @@ from fastcore.basics import patch
 from fastcore.script import call_parse
 from safetensors.torch import save_file
 from tqdm import tqdm
-from .hardware import MixedPrecisionConfig, capture_graph, default_device
+from .hardware import MixedPrecisionConfig, capture_graph, default_device, device_name
 from .data import CALENDAR_COLUMNS, FoldData, FoldSplits, build_fold, make_features, synthetic_market, walk_forward_folds
 from .lob import lob_fold, lob_labels, synthetic_lob
 from .metrics import (calmar_ratio, deflated_sharpe_ratio, hit_rate, max_drawdown, probabilistic_sharpe_ratio, sharpe_ratio,
@@ -39,12 +39,12 @@ from .cli import UsageError, run_console
 
 # %% auto #0
 __all__ = ['PRECISIONS', 'CASES', 'HEADS', 'SEQUENCE_MODELS', 'PEERS', 'time_calls', 'in_unit', 'Record', 'SkipCase',
-           'device_name', 'auto_precision', 'count_kernels', 'Bench', 'Case', 'case', 'Results', 'run',
-           'synthetic_splits', 'NaiveBatchedEnv', 'dqn_config', 'ppo_config', 'filled_replay', 'queue_gpu_work',
-           'bench_checkpoint', 'bench_checkpoint_loop', 'bench_env_step', 'bench_vec_env', 'bench_collection',
-           'bench_rainbow_update', 'bench_dqn', 'bench_ppo', 'sequence_config', 'ncps_peer', 'tft_peer',
-           'bench_sequence_model', 'bench_ssd', 'bench_ensemble', 'bench_distributed', 'bench_features',
-           'bench_lob_labels', 'validation_metrics_of', 'bench_metrics', 'bench_amp_crossover', 'gpurl_bench']
+           'auto_precision', 'count_kernels', 'Bench', 'Case', 'case', 'Results', 'run', 'synthetic_splits',
+           'NaiveBatchedEnv', 'dqn_config', 'ppo_config', 'filled_replay', 'queue_gpu_work', 'bench_checkpoint',
+           'bench_checkpoint_loop', 'bench_env_step', 'bench_vec_env', 'bench_collection', 'bench_rainbow_update',
+           'bench_dqn', 'bench_ppo', 'sequence_config', 'ncps_peer', 'tft_peer', 'bench_sequence_model', 'bench_ssd',
+           'bench_ensemble', 'bench_distributed', 'bench_features', 'bench_lob_labels', 'validation_metrics_of',
+           'bench_metrics', 'bench_amp_crossover', 'gpurl_bench']
 
 # %% ../nbs/23_bench.ipynb #fb79e225
 def time_calls(fn: Callable[[], object], device: torch.device | str = "cpu", *, repeats: int = 5, warmup: int = 1,
@@ -111,16 +111,6 @@ PRECISIONS = ("fp32", "tf32", "bf16")
 
 class SkipCase(Exception):
     "Raised by a case that cannot run here (no CUDA, a module not installed): the suite records why and goes on."
-
-def device_name(device: torch.device | str) -> str:
-    "The GPU's name, or the CPU's model name and torch's intra-op threads."
-    dev = torch.device(device)
-    if dev.type == "cuda": return torch.cuda.get_device_name(dev)
-    try:
-        with open("/proc/cpuinfo") as f: cpu = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
-    except (OSError, StopIteration): cpu = platform.processor() or platform.machine()
-    n = torch.get_num_threads()
-    return f"{cpu}, {n} thread{'s' if n > 1 else ''}"
 
 def auto_precision(device: torch.device | str, width: int) -> str:
     "The precision `precision='auto'` trains a model of hidden `width` at on `device`: 'bf16', 'tf32' or 'fp32'."

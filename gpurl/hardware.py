@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_hardware.ipynb #bf756c4b
 from __future__ import annotations
-import os, random, warnings, re, functools
+import os, platform, random, warnings, re, functools
 from typing import Callable, Iterable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -13,9 +13,9 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['GiB', 'KNOWN_BUDGETS', 'BF16_MIN_WIDTH', 'default_device', 'is_cuda', 'cuda_graphs_available', 'seed_everything',
-           'align_to_tensor_cores', 'HardwareBudget', 'auto_batch_size', 'MixedPrecisionConfig', 'TrainerGlobals',
-           'rng_state', 'set_rng_state', 'capture_compile', 'capture_graph', 'gpurl_info']
+__all__ = ['GiB', 'KNOWN_BUDGETS', 'BF16_MIN_WIDTH', 'default_device', 'is_cuda', 'cuda_graphs_available', 'device_name',
+           'seed_everything', 'align_to_tensor_cores', 'HardwareBudget', 'auto_batch_size', 'MixedPrecisionConfig',
+           'TrainerGlobals', 'rng_state', 'set_rng_state', 'capture_compile', 'capture_graph', 'gpurl_info']
 
 # %% ../nbs/00_hardware.ipynb #164dcc45
 def default_device() -> torch.device:
@@ -37,6 +37,17 @@ def is_cuda(x: torch.Tensor | torch.nn.Module | torch.device | str) -> bool:
 def cuda_graphs_available(device: torch.device | str) -> bool:
     "Whether whole steps on `device` can be captured in CUDA graphs (CUDA devices only; CPU runs eagerly)."
     return is_cuda(device) and torch.cuda.is_available()
+
+# %% ../nbs/00_hardware.ipynb #c4c47865
+def device_name(device: torch.device | str) -> str:
+    "What a measurement ran on: the GPU's name, or the CPU's model name and torch's intra-op threads."
+    dev = torch.device(device)
+    if dev.type == "cuda": return torch.cuda.get_device_name(dev)
+    try:
+        with open("/proc/cpuinfo") as f: cpu = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+    except (OSError, StopIteration): cpu = platform.processor() or platform.machine()
+    n = torch.get_num_threads()
+    return f"{cpu}, {n} thread{'s' if n > 1 else ''}"
 
 # %% ../nbs/00_hardware.ipynb #b31efa7c
 def seed_everything(seed: int, deterministic: bool = False) -> int:
