@@ -303,25 +303,26 @@ def run_sweep_trials(study, flags: dict, base: dict, space: dict, n_trials: int,
                disable=not progress, dynamic_ncols=True)
     try:
         while True:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                optuna.storages.fail_stale_trials(study)                # a crashed worker's trial: failed, tried again
-            fail_orphans(study)                                         # ... at once when it ran on this host
-            ts = trials()
-            done, running = sum(map(counted, ts)), sum(t.state == TrialState.RUNNING for t in ts)
-            bar.n = min(done, n_trials)
-            best = [t.value for t in ts if t.state == TrialState.COMPLETE]
-            if best: bar.set_postfix(best_val_sharpe=f"{max(best):.2f}", refresh=False)
-            bar.refresh()
-            if done >= n_trials or (worker and done + running >= n_trials): break
-            if done + running >= n_trials: time.sleep(1.0); continue    # other workers finish the last ones
-            held = _HeldSignals()
-            def trial_fn(trial):
-                held.arm()                                              # an interrupt held since ask: this trial fails
-                try: return objective(trial, flags, base, space, n_trials, epochs)
-                finally: held.hold()
-            held.hold()
-            try: study.optimize(trial_fn, n_trials=1, catch=(UsageError, _Surplus))
+            held = _HeldSignals()                                       # held through the storage's reads and writes too,
+            held.hold()                                                 # raised by release, outside any library's callback
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                    optuna.storages.fail_stale_trials(study)            # a crashed worker's trial: failed, tried again
+                fail_orphans(study)                                     # ... at once when it ran on this host
+                ts = trials()
+                done, running = sum(map(counted, ts)), sum(t.state == TrialState.RUNNING for t in ts)
+                bar.n = min(done, n_trials)
+                best = [t.value for t in ts if t.state == TrialState.COMPLETE]
+                if best: bar.set_postfix(best_val_sharpe=f"{max(best):.2f}", refresh=False)
+                bar.refresh()
+                if done >= n_trials or (worker and done + running >= n_trials): break
+                if done + running >= n_trials: time.sleep(1.0); continue    # other workers finish the last ones
+                def trial_fn(trial):
+                    held.arm()                                          # an interrupt held since ask: this trial fails
+                    try: return objective(trial, flags, base, space, n_trials, epochs)
+                    finally: held.hold()
+                study.optimize(trial_fn, n_trials=1, catch=(UsageError, _Surplus))
             finally: held.release()
     finally: bar.close()
 
