@@ -38,13 +38,13 @@ from .distributed import Worker, data_parallel
 from .cli import UsageError, run_console
 
 # %% auto #0
-__all__ = ['PRECISIONS', 'CASES', 'HEADS', 'SEQUENCE_MODELS', 'PEERS', 'time_calls', 'in_unit', 'Record', 'SkipCase',
-           'auto_precision', 'count_kernels', 'Bench', 'Case', 'case', 'Results', 'run', 'synthetic_splits',
+__all__ = ['PRECISIONS', 'CASES', 'HEADS', 'SEQUENCE_MODELS', 'WIDTH_SWEEPS', 'PEERS', 'time_calls', 'in_unit', 'Record',
+           'SkipCase', 'auto_precision', 'count_kernels', 'Bench', 'Case', 'case', 'Results', 'run', 'synthetic_splits',
            'NaiveBatchedEnv', 'dqn_config', 'ppo_config', 'filled_replay', 'queue_gpu_work', 'bench_checkpoint',
            'bench_checkpoint_loop', 'bench_env_step', 'bench_vec_env', 'bench_collection', 'bench_rainbow_update',
-           'bench_dqn', 'bench_ppo', 'sequence_config', 'ncps_peer', 'tft_peer', 'bench_sequence_model', 'bench_ssd',
-           'bench_ensemble', 'bench_distributed', 'bench_features', 'bench_lob_labels', 'validation_metrics_of',
-           'bench_metrics', 'bench_amp_crossover', 'gpurl_bench']
+           'bench_dqn', 'bench_ppo', 'sequence_config', 'ncps_peer', 'tft_peer', 'train_step_rows',
+           'bench_sequence_model', 'bench_ssd', 'bench_ensemble', 'bench_distributed', 'bench_features',
+           'bench_lob_labels', 'validation_metrics_of', 'bench_metrics', 'bench_amp_crossover', 'gpurl_bench']
 
 # %% ../nbs/23_bench.ipynb #fb79e225
 def time_calls(fn: Callable[[], object], device: torch.device | str = "cpu", *, repeats: int = 5, warmup: int = 1,
@@ -100,6 +100,7 @@ class Record:
     torch: str = ""
     date: str = ""
     note: str = ""
+    peak_mib: float | None = None  # CUDA: peak memory allocated while measuring (MiB), whatever was then alive included
 
     @property
     def speed(self) -> float:
@@ -154,12 +155,14 @@ def measure(self: Bench, name: str, variant: str, fn: Callable[[], object], *, s
             unit: str = "s", precision: str | None = None, width: int | None = None, baseline: bool = False,
             kernels: bool = False, note: str = "", repeats: int = 5, **timing) -> Record:
     "Time `fn` (`time_calls`, doing `work` units a call) and record it in `unit`; `baseline`: what its group is compared with; `kernels`: count them (CUDA)."
+    if self.cuda: gc.collect(); torch.cuda.reset_peak_memory_stats(self.device)   # what died before this is not counted
     secs = time_calls(fn, self.device, repeats=repeats, **timing)
+    peak = torch.cuda.max_memory_allocated(self.device) / 2**20 if self.cuda else None
     q1, med, q3 = (float(np.percentile([in_unit(s, work, unit) for s in secs], q)) for q in (25, 50, 75))
     if kernels and self.cuda: note = "; ".join(filter(None, [note, f"{count_kernels(fn)} kernels a call"]))
     rec = Record(self.case, name, f"{variant} {precision}" if precision else variant, dict(shape), med, sorted([q1, q3]),
                  unit, len(secs), precision, width is not None and precision == auto_precision(self.device, width),
-                 note=note, **self.meta)
+                 note=note, peak_mib=peak, **self.meta)
     key = (name, _shape_key(shape))
     if baseline and key not in self._baselines: self._baselines[key] = rec
     base = self._baselines.get(key)
@@ -218,12 +221,12 @@ class Results:
     def to_markdown(self) -> str:
         "One table row per record, the run's device, torch version and date above it."
         head = sorted({f"{r.device}, torch {r.torch}, {r.date}" for r in self.records})
-        rows = ["| case | measured | variant | shape | median | IQR | unit | x baseline | baseline | note |", "|" + "---|" * 10]
+        rows = ["| case | measured | variant | shape | median | IQR | unit | x baseline | baseline | peak MiB | note |", "|" + "---|" * 11]
         for r in self.records:
             iqr = f"{_num(r.spread[0])}-{_num(r.spread[1])}" if r.spread else ""
             ratio = f"{r.ratio:.2f}" if r.ratio is not None else ""
             rows.append(f"| {r.case} | {r.name} | {r.variant}{' (auto)' if r.auto else ''} | {_shape_text(r.shape)} | "
-                        f"{_num(r.median)} | {iqr} | {r.unit} | {ratio} | {r.baseline or ''} | {r.note} |")
+                        f"{_num(r.median)} | {iqr} | {r.unit} | {ratio} | {r.baseline or ''} | {_num(r.peak_mib)} | {r.note} |")
         return "\n".join([*(f"{h}\n" for h in head), *rows])
 
     def to_json(self) -> str:
@@ -327,7 +330,7 @@ def synthetic_splits(rows: int, device: torch.device | str = "cpu", model: str =
     spec, n = get_model(model), rows // 10
     fold = walk_forward_folds(rows, rows - 2 * n, n, n, n_folds=1)[0]
     if spec.data == "lob": return lob_fold(synthetic_lob(rows), fold, device=device)
-    data = RunData.from_bars(synthetic_market(rows))
+    data = RunData.from_bars(synthetic_market(rows, freq="h"))   # hourly: 200,000 daily bars would pass pandas' nanosecond range (2262)
     splits_of = getattr(spec.trainer, "bar_splits", None)
     if splits_of is None: return build_fold(data.features, data.log_returns, fold, device=device)
     return splits_of(config if config is not None else spec.config(), data.features, data.log_returns, fold,
@@ -575,6 +578,7 @@ SEQUENCE_MODELS = {   # model: (full-size, quick) config changes; "window" sets 
     "cfc": ({"window": 128}, {"window": 8}),
     "ltc": ({"window": 128}, {"window": 8}),
 }
+WIDTH_SWEEPS = {"tft": ("hidden", (16, 64, 128))}   # model: (field, values): full runs time the train step at each
 
 def sequence_config(model: str, quick: bool = False):
     "The benchmark config of a sequence model: its notebook's sizes, or small ones (batch 32) for a quick run."
@@ -607,11 +611,13 @@ def tft_peer(b: Bench, cfg, split: FoldData) -> Callable[[], None] | None:
     "pytorch-forecasting's TFT sized like `cfg` on the same inputs, its train step on one batch on the device; None without it."
     try: ptf, metrics = (importlib.import_module(m) for m in ("pytorch_forecasting", "pytorch_forecasting.metrics"))
     except ImportError: return None
-    x, H, W = split.features.cpu().numpy(), cfg.forecast_horizon, cfg.env.window
+    H, W = cfg.forecast_horizon, cfg.env.window
+    rows = min(len(split.log_returns), 4 * cfg.batch_size + W + H)       # the step trains on one batch: its data set needs no more
+    x = split.features[:rows].cpu().numpy()
     n_obs = x.shape[1] - len(CALENDAR_COLUMNS) * (H + 1)            # bar features, then the calendar of bars t..t+H
     df = pd.DataFrame(x[:, :n_obs], columns=[f"o{i}" for i in range(n_obs)])
     for i, c in enumerate(CALENDAR_COLUMNS): df[c] = x[:, n_obs + i]      # the bar's own calendar: the peer shifts it
-    r = split.log_returns.cpu().numpy()
+    r = split.log_returns[:rows].cpu().numpy()
     df["y"], df["time_idx"], df["g"] = np.r_[0.0, r[:-1]].astype(np.float32), np.arange(len(df)), "a"
     ds = ptf.TimeSeriesDataSet(df, time_idx="time_idx", target="y", group_ids=["g"], max_encoder_length=W,
                                min_encoder_length=W, max_prediction_length=H, min_prediction_length=H,
@@ -632,26 +638,35 @@ def tft_peer(b: Bench, cfg, split: FoldData) -> Callable[[], None] | None:
 PEERS = {"tft": ("pytorch-forecasting", tft_peer), "cfc": ("ncps", ncps_peer), "ltc": ("ncps", ncps_peer)}   # model: (peer, its step)
 
 # %% ../nbs/23_bench.ipynb #6b9ddcc5
-def bench_sequence_model(b: Bench, model: str) -> None:
-    "A sequence model's train step (samples/s: peer or eager fp32 vs captured per precision) and batch-1 latency (uncaptured vs predictor)."
-    cfg, steps = sequence_config(model, b.quick), b.size(2, 20)
-    split = synthetic_splits(b.size(600, 200_000), b.device, model, cfg).train
+def train_step_rows(b: Bench, model: str, cfg, split: FoldData, steps: int) -> None:
+    "A sequence model's train step (samples/s) at `cfg`: its peer (if it has one and it is installed) and gpurl eager fp32, then gpurl captured per precision."
     make = lambda **changes: get_model(model).trainer(cfg.replace(steps_per_epoch=steps, **changes), split)
     shape = dict(batch=cfg.batch_size, window=cfg.env.window, features=split.n_features, width=cfg.width)
     timed = functools.partial(b.measure, f"{model} train step", shape=shape, unit="samples/s", repeats=3)
     peer, make_peer = PEERS.get(model, ("", None))
     peer_step = make_peer(b, cfg, split) if make_peer is not None else None
+    missing = f"{peer} not installed: no peer measured" if peer and peer_step is None else ""
     if peer_step is not None:
         MixedPrecisionConfig(tf32=False).apply()                      # the peer in fp32 (the trainers set their own)
         timed(f"{peer} eager fp32", peer_step, work=cfg.batch_size, baseline=True)
+    del peer_step                                                     # its memory is not counted in gpurl's peak
     timed("gpurl eager fp32", make(cuda_graph=False, precision="fp32").train_epoch, work=steps * cfg.batch_size,
-          baseline=True, note=f"{peer} not installed: no peer measured" if peer and peer_step is None else "")
+          baseline=True, note=missing)
     for p in (b.precisions(*PRECISIONS) if b.cuda else ()):
         timed("gpurl captured", make(precision=p).train_epoch, work=steps * cfg.batch_size, precision=p, width=cfg.width)
-    tr = make(precision="fp32")
+
+def bench_sequence_model(b: Bench, model: str) -> None:
+    "A sequence model's train step (at each width of `WIDTH_SWEEPS` in a full run) and batch-1 latency (uncaptured vs predictor)."
+    cfg, steps = sequence_config(model, b.quick), b.size(2, 20)
+    split = synthetic_splits(b.size(600, 200_000), b.device, model, cfg).train
+    field_, widths = WIDTH_SWEEPS.get(model, (None, ()))
+    for w in (widths if field_ and not b.quick else [None]):
+        train_step_rows(b, model, cfg if w is None else cfg.replace(**{field_: w}), split, steps)
+    tr = get_model(model).trainer(cfg.replace(precision="fp32"), split)
     net, x = tr.model.eval(), split.features[:cfg.env.window][None]
-    lat = functools.partial(b.measure, f"{model} batch-1 latency", shape=dict(shape, batch=1), unit="us",
-                            inner=b.size(5, 100), repeats=b.size(5, 10), kernels=True)
+    lat = functools.partial(b.measure, f"{model} batch-1 latency", shape=dict(batch=1, window=cfg.env.window,
+                            features=split.n_features, width=cfg.width), unit="us", inner=b.size(5, 100),
+                            repeats=b.size(5, 10), kernels=True)
     with torch.no_grad(): lat("uncaptured model fp32", lambda: net(x), baseline=True)
     for p in b.precisions("fp32", "bf16"):
         serve = tr.predictor(1, torch.bfloat16 if p == "bf16" else torch.float32)
@@ -660,6 +675,7 @@ def bench_sequence_model(b: Bench, model: str) -> None:
 for _m in SEQUENCE_MODELS:
     case(_m, doc=f"{_m}: train step (samples/s) and batch-1 latency (us) against its baseline")(
         functools.partial(bench_sequence_model, model=_m))
+
 
 # %% ../nbs/23_bench.ipynb #dfbc34cb
 @case("ssd")

@@ -326,14 +326,16 @@ def __call__(self: EnsembleRunner, x: Tensor) -> Tensor:
         raise ValueError(f"x must be a float tensor (B, in_features) with B >= 1, got {getattr(x, 'shape', type(x).__name__)}")
     if self.in_features is not None and x.shape[1] != self.in_features:
         raise ValueError(f"x has {x.shape[1]} columns but the members read {self.in_features}: pass x of shape (B, {self.in_features})")
+    captured = self.graphs.get(x.shape[0]) if self.cuda_graph else None
+    if captured is not None:                              # the hot path: precision and no-grad were fixed at capture
+        static, replay = captured
+        static.copy_(x.detach())
+        return replay().clone()
     with torch.no_grad(), self._matmul_precision():
         if not self.cuda_graph: return self._forward(x.to(self.device, self.dtype))
-        if x.shape[0] not in self.graphs:                 # the first call at this batch size captures its graph
-            static = x.to(self.device, self.dtype, copy=True)
-            self.graphs[x.shape[0]] = static, capture_graph(lambda: self._forward(static), device=self.device)
-        static, replay = self.graphs[x.shape[0]]
-        static.copy_(x)
-        return replay().clone()
+        static = x.to(self.device, self.dtype, copy=True)  # the first call at this batch size captures its graph
+        self.graphs[x.shape[0]] = static, capture_graph(lambda: self._forward(static), device=self.device)
+        return self.graphs[x.shape[0]][1]().clone()
 
 # %% ../nbs/19b_ensemble.ipynb #caba987b
 def _members_out(out: Tensor, ndim: int, what: str) -> None:

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from fastcore.basics import patch
 from .config import config_error
-from .hardware import align_to_tensor_cores, TrainerGlobals
+from .hardware import align_to_tensor_cores, capture_compile, TrainerGlobals
 from .data import Fold, FoldData, FoldSplits, CALENDAR_COLUMNS, build_fold, calendar_features
 from .env import EnvConfig, gather_windows
 from .supervised import SupervisedConfig, SupervisedTrainer
@@ -154,7 +154,8 @@ class InterpretableAttention(nn.Module):
 class TemporalFusionTransformer(nn.Module):
     "TFT (Lim et al. 2021): observed (B, E, F_o), known (B, E+H, F_k), optional static (B, S) -> quantiles (B, H, Q)."
     def __init__(self, n_observed: int, n_known: int, encoder_length: int = 64, horizon: int = 8, hidden: int = 64,
-                 heads: int = 4, quantiles: Sequence[float] = QUANTILES, n_static: int = 0, dropout: float = 0.1):
+                 heads: int = 4, quantiles: Sequence[float] = QUANTILES, n_static: int = 0, dropout: float = 0.1,
+                 compile: bool = True):
         super().__init__()
         for name, v, lo in (("n_observed", n_observed, 1), ("n_known", n_known, 1), ("encoder_length", encoder_length, 1),
                             ("horizon", horizon, 1), ("hidden", hidden, 1), ("heads", heads, 1), ("n_static", n_static, 0)):
@@ -162,6 +163,7 @@ class TemporalFusionTransformer(nn.Module):
         d = align_to_tensor_cores(hidden)
         self.n_observed, self.n_known, self.n_static, self.d = n_observed, n_known, n_static, d
         self.encoder_length, self.horizon, self.quantiles = encoder_length, horizon, check_quantiles(quantiles)
+        self.compile, self._compiled = compile, {}
         dc = d if n_static else 0                                        # static contexts exist only with static inputs
         if n_static:
             self.static_vsn = VariableSelection(n_static, d, 0, dropout)
@@ -194,28 +196,61 @@ def _check(self: TemporalFusionTransformer, observed: Tensor, known: Tensor, sta
                          f"{None if static is None else tuple(static.shape)}: build it with n_static=<their number>")
 
 @patch
+def _stage(self: TemporalFusionTransformer, fn, *args):
+    "fn(*args), through `capture_compile` (once per stage and model) when the model compiles and the inputs are on CUDA."
+    if not (self.compile and args[0].is_cuda): return fn(*args)
+    if fn.__name__ not in self._compiled: self._compiled[fn.__name__] = capture_compile(fn)
+    return self._compiled[fn.__name__](*args)
+
+@patch
+def _lstm(self: TemporalFusionTransformer, lstm: nn.LSTM, x: Tensor, state=None):
+    "lstm(x, state); under CPU autocast in float32, since oneDNN builds no bf16 LSTM on CPUs without AVX-512."
+    if x.is_cuda or not torch.is_autocast_enabled("cpu"): return lstm(x, state)
+    with torch.autocast("cpu", enabled=False):
+        return lstm(x.float(), None if state is None else tuple(s.float() for s in state))
+
+@patch
+def select(self: TemporalFusionTransformer, observed: Tensor, known: Tensor, cs: Tensor | None = None):
+    "Encoder and decoder variable selection: (xe (B, E, d), xd (B, H, d), their selection weights)."
+    E = self.encoder_length
+    xe, we = self.encoder_vsn(torch.cat([observed, known[:, :E]], -1), cs)
+    xd, wd = self.decoder_vsn(known[:, E:], cs)
+    return xe, xd, we, wd
+
+@patch
+def enrich(self: TemporalFusionTransformer, he: Tensor, hd: Tensor, xe: Tensor, xd: Tensor, ce: Tensor | None = None):
+    "The gated skip over the LSTMs (phi) and static enrichment (theta), both (B, E+H, d)."
+    phi = self.lstm_gate(torch.cat([he, hd], 1), torch.cat([xe, xd], 1))
+    return self.enrichment(phi, ce), phi
+
+@patch
+def decode(self: TemporalFusionTransformer, theta: Tensor, phi: Tensor) -> Tensor:
+    "Causal attention from the decoder steps, its gate, the position-wise GRN, the output gate and the head: (B, H, Q)."
+    E = self.encoder_length
+    delta = self.attention_gate(self.attention(theta[:, E:], theta, self.mask), theta[:, E:])
+    return self.head(self.output_gate(self.positionwise(delta), phi[:, E:]))
+
+@patch
 def encode(self: TemporalFusionTransformer, observed: Tensor, known: Tensor, static: Tensor | None = None):
     "Variable selection, LSTM encoder/decoder, gated skip and static enrichment: (theta, phi (B, E+H, d), selection weights)."
     self._check(observed, known, static)
-    E, cs, ce, state, weights = self.encoder_length, None, None, None, {}
+    cs, ce, state, weights = None, None, None, {}
     if self.n_static:
         zeta, weights["static"] = self.static_vsn(static)
         cs, ce, ch, cc = (g(zeta) for g in self.static_contexts)
         cs, ce, state = cs.unsqueeze(1), ce.unsqueeze(1), (ch.unsqueeze(0).contiguous(), cc.unsqueeze(0).contiguous())
-    xe, weights["encoder"] = self.encoder_vsn(torch.cat([observed, known[:, :E]], -1), cs)
-    xd, weights["decoder"] = self.decoder_vsn(known[:, E:], cs)
-    he, state = self.encoder_lstm(xe, state)
-    hd, _ = self.decoder_lstm(xd, state)                                  # the decoder starts from the encoder's state
-    phi = self.lstm_gate(torch.cat([he, hd], 1), torch.cat([xe, xd], 1))
-    return self.enrichment(phi, ce), phi, weights
+    xe, xd, weights["encoder"], weights["decoder"] = self._stage(self.select, observed, known, cs)
+    he, state = self._lstm(self.encoder_lstm, xe, state)
+    hd, _ = self._lstm(self.decoder_lstm, xd, state)                      # the decoder starts from the encoder's state
+    theta, phi = self._stage(self.enrich, he, hd, xe, xd, ce)
+    return theta, phi, weights
 
 @patch
 def forward(self: TemporalFusionTransformer, observed: Tensor, known: Tensor, static: Tensor | None = None) -> Tensor:
     "Quantile forecasts (B, H, Q) of the H steps after the encoder window."
     theta, phi, _ = self.encode(observed, known, static)
-    E = self.encoder_length
-    delta = self.attention_gate(self.attention(theta[:, E:], theta, self.mask), theta[:, E:])
-    return self.head(self.output_gate(self.positionwise(delta), phi[:, E:]))
+    return self._stage(self.decode, theta, phi)
+
 
 # %% ../nbs/15_tft.ipynb #ed1c0fff
 @patch
@@ -284,6 +319,7 @@ class TftConfig(SupervisedConfig):
     heads: int = 4                        # Lim et al. search 1..4
     dropout: float = 0.1                  # pytorch-forecasting's default (Lim et al. search 0.1..0.9)
     quantiles: tuple[float, ...] = QUANTILES
+    compile: bool = True                  # on CUDA, compile the stages around the LSTMs (capture_compile); the CPU runs eagerly
 
     def __post_init__(self):
         super().__post_init__()
@@ -319,7 +355,7 @@ def build_model(self: TftConfig, n_features: int) -> nn.Module:
                          f"columns of forecast_horizon {self.forecast_horizon}: pass tft_inputs(build_fold(..., "
                          "calendar=known_future_calendar(bars.index, forecast_horizon)))")
     tft = TemporalFusionTransformer(n_obs, N_CALENDAR, self.env.window, self.forecast_horizon, self.hidden, self.heads,
-                                    self.quantiles, dropout=self.dropout)
+                                    self.quantiles, dropout=self.dropout, compile=self.compile)
     return TftBarNet(tft, self.horizon)
 
 @patch
