@@ -178,7 +178,7 @@ def _bad_inputs(tmp_path: Path) -> dict:
         "missing data file": (["--data", "prices.csv"], "--data prices.csv: no such file"),
         "csv without volume": (["--data", "novol.csv"], "missing column(s) ['volume']"),
         "too few bars": (["--data", "short.csv"], "300 bars cannot hold one walk-forward fold"),
-        "unknown algo": (["--algo", "a2c"], "--algo 'a2c' is not an algorithm: use one of cfc, deeplob, dqn, ltc, mamba2, mlp, mlplob, ppo, tft, tlob"),
+        "unknown algo": (["--algo", "a2c"], "--algo 'a2c' is not an algorithm: use one of cfc, cfclob, deeplob, dqn, ltc, ltclob, mamba2, mlp, mlplob, ppo, tft, tlob"),
         "unknown config key": (["--config", "typo.json"], "DqnTrainerConfig"),
         "wrong config type": (["--algo", "ppo", "--config", "type.json"], "gamma must be float"),
         "broken json": (["--config", "broken.json"], "not valid JSON"),

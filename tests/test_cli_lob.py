@@ -1,4 +1,5 @@
-"""gpurl_train on order-book events, as a user runs it: MLPLOB on the simulated book and on a file in FI-2010's layout,
+"""gpurl_train on order-book events, as a user runs it: MLPLOB (and the liquid networks' twins, CfC and LTC) on the
+simulated book and MLPLOB on a file in FI-2010's layout,
 through the console script on CPU with tiny sizes. The run directory matches a bar run's (config, metrics, checkpoints,
 folds, results, report) but is scored, not priced: macro-F1 against the majority class with its interval, no equity
 plots. A crash mid-run resumes to exactly the uninterrupted results; data of the wrong kind is a one-line error."""
@@ -97,17 +98,42 @@ def test_mlplob_on_an_fi2010_file_and_resume_after_a_crash(tmp_path):
     assert r.returncode == 2 and "FI-2010 files have 149 rows" in r.stderr, r.stderr
 
 
+
+@pytest.mark.parametrize("algo,sizes", [("cfclob", {"units": 16, "backbone_units": 32}), ("ltclob", {"units": 8})])
+def test_liquid_twins_on_the_simulated_book(algo, sizes, tmp_path):
+    p = tmp_path / f"{algo}-tiny.json"
+    p.write_text(json.dumps({"batch_size": 64, "horizon": 5, "steps_per_epoch": 10, "env": {"window": 8}, **sizes}))
+    r = _run(["--algo", algo, "--config", p, *SHAPE, "--epochs", "2", "--out", "book"], tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    run = tmp_path / "book"
+    assert "scored, not priced" in r.stdout and "the majority class out of sample" in r.stdout, r.stdout
+    cfg = json.loads((run / "config.json").read_text())
+    assert (cfg["algo"], cfg["data"], cfg["trainer"]["priced"], cfg["driver"]["metric"]) == (algo, "synthetic_lob", False, "f1")
+    assert cfg["trainer"]["bin"] is True and cfg["trainer"]["env"]["window"] == 8 and cfg["trainer"]["horizon"] == 5
+    res = json.loads((run / "results.json").read_text())
+    c = res["classification"]
+    assert len(res["folds"]) == 2 and c["verdict"] in ("beats", "trails", "indistinguishable"), c
+    assert sorted(q.name for q in (run / "plots").iterdir()) == ["confusion.png", "learning_curves.png"]
+    assert "majority class" in (run / "report.md").read_text()
+    from gpurl.registry import load_policy
+    from gpurl.run import load_run
+    assert load_run(run).complete
+    best = sorted((run / "checkpoints").glob("*best*.safetensors"))
+    assert best and type(load_policy(best[-1]).model.model.net.norm).__name__ == "BiN", best
+
 @pytest.mark.parametrize("args,msg", [
     (["--algo", "mlplob", "--data", "synthetic"], "--algo mlplob trains on order-book snapshots, and --data synthetic is OHLCV bars: use --data synthetic_lob or an FI-2010 text file, or a bar model (cfc, dqn, ltc, mamba2, mlp, ppo, tft)"),
     (["--algo", "mlplob", "--data", "prices.csv"], "use --data synthetic_lob or an FI-2010 text file"),
-    (["--algo", "dqn", "--data", "synthetic_lob"], "--algo dqn trains on OHLCV bars, and synthetic_lob is an order book"),
+    (["--algo", "dqn", "--data", "synthetic_lob"], "--algo dqn trains on OHLCV bars, and synthetic_lob is an order book: use --data synthetic or a CSV/parquet of bars, or an order-book model (cfclob, deeplob, ltclob, mlplob, tlob)"),
+    (["--algo", "cfc", "--data", "synthetic_lob"], "--algo cfc trains on OHLCV bars, and synthetic_lob is an order book: use --algo cfclob, its order-book twin, or --data synthetic or a CSV/parquet of bars"),
+    (["--algo", "mlp", "--data", "synthetic_lob"], "use --algo mlplob, its order-book twin"),
     (["--algo", "mlplob", "--data", "book.txt"], "FI-2010 files have 149 rows"),
     (["--algo", "mlplob", "--data", "nosuch.txt"], "no such file; pass an FI-2010 text file"),
     (["--algo", "mlplob", "--date_col", "time"], "--date_col names a column of a bars file: drop it with --data synthetic_lob"),
     (["--algo", "mlplob", "--config", "synth.json"], "unknown 'synthetic' key(s) ['ar1']; valid keys: ['levels', 'n_events', 'seed']"),
     (["--algo", "mlplob", "--train_bars", "100", "--val_bars", "50", "--test_bars", "50", "--folds", "1",
       "--config", "horizon.json"], "horizon=7 is not among the split's label horizons"),
-], ids=["bars-for-lob", "csv-for-lob", "book-for-dqn", "not-fi2010", "missing-file", "date-col", "synthetic-key", "horizon"])
+], ids=["bars-for-lob", "csv-for-lob", "book-for-dqn", "book-for-cfc", "book-for-mlp", "not-fi2010", "missing-file", "date-col", "synthetic-key", "horizon"])
 def test_bad_order_book_input(args, msg, tmp_path):
     (tmp_path / "book.txt").write_text("1 2 3\n4 5 6\n")
     (tmp_path / "synth.json").write_text('{"synthetic": {"ar1": 0.1}}')
