@@ -29,7 +29,7 @@ from .registry import models, get_model
 from .rundir import (DEFAULT_DATA, RunConfig, RunData, load_data, load_fold_results, read_jsonl, save_fold_result,
                           synthetic_settings,
                           write_json)
-from .run import Run, load_run, write_report
+from .run import ENSEMBLE_FILE, EnsembleRun, Run, load_run, member_dir, member_seeds, write_ensemble, write_report
 from .distributed import (MultiGpuConfig, Worker, WorkerFailure, data_parallel, discard_checkpoint, init_worker,
                                launch, rank_config, restart_count, torchrun_command, torchrun_worker)
 
@@ -509,11 +509,14 @@ def train(algo: str | None = None, data: str | None = None, config: str | dict |
           device: str | None = None, gpu_ids: str | list | None = None, out: str | os.PathLike | None = None,
           resume: str | os.PathLike | None = None, date_col: str | None = None, progress: bool = True,
           summary: bool = True, nproc_per_node: int | None = None, nnodes: str | int | None = None,
-          rdzv_endpoint: str | None = None, max_restarts: int | None = None) -> Run | None:
-    "Run gpurl_train from Python (same arguments as the flags; None = default); returns the finished Run."
+          rdzv_endpoint: str | None = None, max_restarts: int | None = None,
+          ensemble: int | str | None = None) -> Run | EnsembleRun | None:
+    "Run gpurl_train from Python (same arguments as the flags; None = default); returns the finished Run (with `ensemble`: the EnsembleRun)."
     flags = dict(algo=algo, data=data, config=config, folds=folds, train_bars=train_bars, val_bars=val_bars,
                  test_bars=test_bars, embargo=embargo, cost_bps=cost_bps, epochs=epochs, seed=seed)
     job = dict(nproc_per_node=nproc_per_node, nnodes=nnodes, rdzv_endpoint=rdzv_endpoint, max_restarts=max_restarts)
+    if ensemble is not None or _is_ensemble(resume):
+        return _train_ensemble(flags, ensemble, out, resume, device, gpu_ids, date_col, progress, summary, job)
     worker = _join_job(config, device) if torchrun_worker() else None
     if worker is not None:
         device, gpu_ids = str(worker.device), None
@@ -554,6 +557,83 @@ def train(algo: str | None = None, data: str | None = None, config: str | dict |
     if worker is not None: worker.close()
     return run
 
+# %% ../nbs/21_cli.ipynb #e1a0d002
+def _ensemble_k(value) -> int:
+    "--ensemble K as an int >= 2; anything else is a UsageError that says what is allowed."
+    k = int(value) if _is(value, int) or (isinstance(value, str) and value.strip().isdigit()) else None
+    if k is None or k < 2:
+        raise UsageError(f"--ensemble must be an integer K >= 2 (K seeds per fold and their ensemble), got {value!r}; "
+                         "omit --ensemble to train a single model")
+    return k
+
+def _is_ensemble(path) -> bool:
+    "Whether `path` is an ensemble run directory (it holds ensemble.json)."
+    return isinstance(path, (str, os.PathLike)) and (Path(path) / ENSEMBLE_FILE).is_file()
+
+def _ensemble_flags(flags: dict, date_col) -> dict:
+    "The run's flags as ensemble.json records them (JSON values; paths as text)."
+    return json.loads(json.dumps({**flags, "date_col": date_col}, default=os.fspath))
+
+def _continue_ensemble(path: Path, k, flags: dict, what: str) -> dict:
+    "ensemble.json of the ensemble run at `path` that `what` (--resume or the same command) continues; a UsageError if the request differs."
+    spec = json.loads((path / ENSEMBLE_FILE).read_text())
+    if k is not None and _ensemble_k(k) != spec["k"]:
+        hint = "drop --ensemble" if what == "--resume" else f"continue it with --resume {path}, or pick a new --out"
+        raise UsageError(f"{what} {path} is an ensemble of {spec['k']} seeds, not {k}: {hint}")
+    if what == "--out" and flags != spec["flags"]:
+        diff = sorted(n for n in {**flags, **spec["flags"]} if flags.get(n) != spec["flags"].get(n))
+        raise UsageError(f"--out {path} holds an ensemble run with other {', '.join(_flag(n) for n in diff)}: continue "
+                         f"it with --resume {path}, or pick a new --out")
+    return spec
+
+# %% ../nbs/21_cli.ipynb #e1a0d003
+def _ensemble_plan(flags: dict, k, out, resume, device, gpu_ids, date_col, job: dict) -> tuple[Path, dict]:
+    "Check an --ensemble request: its run directory and ensemble.json (K, the seeds, the flags); writes nothing."
+    many = [_flag(n) for n, v in job.items() if v is not None] + (["--gpu_ids"] if len(_parse_gpu_ids(gpu_ids)) > 1 else [])
+    if many or torchrun_worker():
+        raise UsageError(f"--ensemble trains its members one after another on one device: drop {', '.join(many) or 'torchrun'} "
+                         "(use --device, or one id in --gpu_ids)")
+    given = _ensemble_flags(flags, date_col)
+    if resume is not None:
+        if out is not None: raise UsageError(f"--resume {resume} continues that directory: drop --out {out}")
+        extra = [_flag(n) for n, v in given.items() if v is not None]
+        if extra: raise UsageError(f"--resume continues {resume} with the settings in its ensemble.json: drop {', '.join(extra)}")
+        if not _is_ensemble(resume): raise UsageError(f"--resume {resume} is a single run: drop --ensemble to continue it")
+        return Path(resume), _continue_ensemble(Path(resume), k, given, "--resume")
+    k = _ensemble_k(k)
+    if _is_ensemble(out): return Path(out), _continue_ensemble(Path(out), k, given, "--out")    # the same command again
+    rc, data = _resolve(**flags, device=device, gpu_ids=gpu_ids, date_col=date_col)
+    if not rc.priced:
+        raise UsageError(f"--ensemble backtests the members' ensemble, and --algo {rc.algo} is scored on order-book events, "
+                         "not priced: train it without --ensemble, or ensemble a bar model")
+    _probe_trainer(rc, data)
+    return _new_run_dir(f"{rc.algo}-ensemble{k}", out), {"k": k, "seeds": member_seeds(rc.seed, k), "flags": given}
+
+def _train_member(path: Path, flags: dict, seed: int, device, gpu_ids, progress: bool) -> Run:
+    "One member: a new run of `flags` with `seed` in `path`, or the run there continued (a finished one read back)."
+    if (path / "config.json").is_file(): return train(resume=path, device=device, gpu_ids=gpu_ids, progress=progress, summary=False)
+    return train(**{**flags, "seed": seed}, device=device, gpu_ids=gpu_ids, out=path, progress=progress, summary=False)
+
+def _train_ensemble(flags: dict, k, out, resume, device, gpu_ids, date_col, progress: bool, summary: bool,
+                    job: dict) -> EnsembleRun:
+    "gpurl_train --ensemble K: train (or continue) each seed's member run in turn, then backtest their ensemble and write its report."
+    run_dir, spec = _ensemble_plan(flags, k, out, resume, device, gpu_ids, date_col, job)
+    dev = str(_resolve_device(device, gpu_ids)[0])
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if not (run_dir / ENSEMBLE_FILE).is_file(): write_json(run_dir / ENSEMBLE_FILE, spec)
+    try:
+        for i, s in enumerate(spec["seeds"]):
+            if progress: print(f"gpurl_train --ensemble {spec['k']}: member {i + 1} of {spec['k']} (seed {s})", file=sys.stderr)
+            _train_member(member_dir(run_dir, s), spec["flags"], s, device, gpu_ids, progress)
+        ens = write_ensemble(run_dir, [load_run(member_dir(run_dir, s)) for s in spec["seeds"]], device=dev)
+    except UsageError: raise
+    except BaseException:
+        print(f"gpurl_train: the ensemble stopped; its finished members are kept in {run_dir}. Continue the ensemble "
+              f"with: gpurl_train --resume {shlex.quote(str(run_dir))}", file=sys.stderr)
+        raise
+    if summary: print(ens.summary())
+    return ens
+
 # %% ../nbs/21_cli.ipynb #6f2e9337
 def _sigterm_as_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
@@ -592,6 +672,7 @@ def gpurl_train(
     max_restarts: int = None,   # torchrun restarts after a failed worker; each continues from the last full state (default 0)
     out: str = None,         # run directory to create (default runs/<algo>-<timestamp>)
     resume: str = None,      # continue an interrupted run directory (its config.json holds the settings)
+    ensemble: str = None,    # train K >= 2 seeds (--seed, --seed + 1, ...) per fold; backtest their ensemble beside each member
     quiet: bool = False,     # no progress bars (the summary table is still printed)
 ):
     "Train a model walk-forward on OHLCV bars (DQN, PPO, the supervised bar models) or order-book events (MLPLOB, TLOB, DeepLOB, CfC, LTC); write config, metrics, checkpoints, results, a report."
@@ -599,4 +680,4 @@ def gpurl_train(
         algo=algo, data=data, config=config, folds=folds, train_bars=train_bars, val_bars=val_bars, test_bars=test_bars,
         embargo=embargo, date_col=date_col, cost_bps=cost_bps, epochs=epochs, seed=seed, device=device, gpu_ids=gpu_ids,
         out=out, resume=resume, progress=not quiet, nproc_per_node=nproc_per_node, nnodes=nnodes,
-        rdzv_endpoint=rdzv_endpoint, max_restarts=max_restarts), failures=(WorkerFailure,))
+        rdzv_endpoint=rdzv_endpoint, max_restarts=max_restarts, ensemble=ensemble), failures=(WorkerFailure,))

@@ -26,7 +26,9 @@ from .supervised import accuracy, confusion_matrix, macro_f1_margin
 from .rundir import RunConfig, RunData, bar_time, load_fold_results, read_jsonl
 
 # %% auto #0
-__all__ = ['Run', 'load_run', 'excess_figures', 'Trials', 'run_trials', 'deflate', 'write_report', 'compare_runs']
+__all__ = ['ENSEMBLE_FILE', 'Run', 'load_run', 'excess_figures', 'Trials', 'run_trials', 'deflate', 'write_report',
+           'compare_runs', 'member_seeds', 'member_dir', 'ensemble_aggregation', 'ensemble_policy', 'backtest_ensemble',
+           'EnsembleRun', 'load_ensemble', 'write_ensemble', 'write_ensemble_report']
 
 # %% ../nbs/20_run.ipynb #b66897ff
 @dataclass
@@ -718,3 +720,214 @@ its mid-price would ignore the spread an event-frequency strategy pays on every 
 load_run("{run.path}")`, then `run.table()`, `run.classification()`, `run.trainer(0)`.
 """
     atomic_write_bytes(run.path / "report.md", text.encode())
+
+# %% ../nbs/20_run.ipynb #e1a0c002
+from typing import Callable
+from .ensemble import AGGREGATIONS, EnsembleRunner
+from .env import BacktestResult
+from .metrics import performance_summary
+from .rundir import save_fold_result, write_json
+
+ENSEMBLE_FILE = "ensemble.json"       # what makes a directory an ensemble run: K, the seeds, the flags, the aggregation
+
+def member_seeds(seed: int, k: int) -> list[int]:
+    "The seeds of an ensemble of `k` members from the run's `seed`: seed, seed + 1, ..., seed + k - 1."
+    return list(range(seed, seed + k))
+
+def member_dir(path: str | os.PathLike, seed: int) -> Path:
+    "Where the member of `seed` lives in an ensemble run directory: a complete run directory of its own."
+    return Path(path) / f"seed{seed}"
+
+def ensemble_aggregation(rc: RunConfig) -> str:
+    "The `gpurl.ensemble.AGGREGATIONS` reduction of the members' scores that fits the model: 'mean' for Q values and forecasts, 'probs' for logits."
+    return "mean" if rc.algo == "dqn" or rc.trainer.get("task") == "regression" else "probs"
+
+# %% ../nbs/20_run.ipynb #e1a0c004
+def _check_members(members: list[Run]) -> None:
+    "A ValueError unless the members are complete, priced runs of one model on the same bars and folds, differing in their seed alone."
+    if len(members) < 2: raise ValueError(f"an ensemble needs at least 2 member runs, got {len(members)}")
+    first, settings = members[0], lambda r: {**r.config.trainer, "seed": None}
+    for m in members:
+        if not m.complete: raise ValueError(f"member {m.path} is incomplete ({len(m.folds)} of {m.config.folds} folds): finish it first")
+        if not m.config.priced: raise ValueError(f"member {m.path} is scored, not priced: an ensemble backtest needs bars with prices")
+        if m.config.algo != first.config.algo or not _same_plan(m.config, first.config) or settings(m) != settings(first):
+            raise ValueError(f"members {first.path} and {m.path} differ in more than their seed (model, bars, folds or "
+                             "trainer settings): an ensemble stacks seeds of one configuration")
+
+def ensemble_policy(members: list[Run], fold: int, device: str | torch.device = "cpu") -> Callable[[Tensor], Tensor]:
+    "The ensemble's greedy scores `obs (B, obs_dim) -> (B, n_actions)`: the members' best checkpoints of `fold` in one `EnsembleRunner`, reduced by `ensemble_aggregation`."
+    runner = EnsembleRunner.from_checkpoints([m.checkpoint(fold) for m in members], device=device)
+    reduce = AGGREGATIONS[ensemble_aggregation(members[0].config)]
+    return lambda obs: reduce(runner(obs))
+
+def backtest_ensemble(members: list[Run], fold: int, device=None) -> BacktestResult:
+    "Greedy backtest of the members' ensemble on a fold's test bars: the env, costs and `EnvConfig.backtest` of a member's `Run.backtest`."
+    _check_members(members)
+    env, data = members[0].config.trainer_config().env, members[0].splits(fold, device).test
+    with torch.no_grad(): return env.backtest(ensemble_policy(members, fold, device or "cpu"), data)
+
+# %% ../nbs/20_run.ipynb #e1a0c007
+@dataclass
+class EnsembleRun:
+    "A `gpurl_train --ensemble K` run read back: its members (a complete run per seed) and the ensemble's test backtests, as a `Run`."
+    path: Path
+    members: list[Run]
+    ensemble: Run               # the ensemble's folds and test series (its checkpoints are the members')
+    aggregation: str            # how the members' scores are reduced: 'mean' or 'probs' (gpurl.ensemble.AGGREGATIONS)
+
+    @property
+    def complete(self) -> bool:
+        "Whether every fold of the ensemble was backtested."
+        return len(self.ensemble.folds) == self.ensemble.config.folds
+
+    @property
+    def seeds(self) -> list[int]: return [m.config.seed for m in self.members]
+
+def _ensemble_fold(members: list[Run], fold: int, times: np.ndarray, device=None) -> FoldResult:
+    "The ensemble's result on one fold, as the walk-forward driver records a member's: the test backtest and buy-and-hold."
+    bt, ppy = backtest_ensemble(members, fold, device), members[0].config.annualisation()[0]
+    fr = FoldResult(fold, "sharpe", 0, "ensemble", None, None, 0, [], [{"member": str(m.checkpoint(fold))} for m in members],
+                    test=dict(bt.metrics), test_buy_and_hold=performance_summary(bt.buy_and_hold, periods_per_year=ppy),
+                    bar_index=[int(b) for b in bt.bar_index.cpu()])
+    fr.test_returns, fr.test_positions, fr.test_bh_returns = bt.returns, bt.positions, bt.buy_and_hold
+    return fr
+
+def _ensemble_as_run(path: Path, members: list[Run]) -> Run:
+    "The ensemble's folds saved under `path`/folds, read back as a `Run` (its config: the first member's)."
+    folds, series = load_fold_results(path, members[0].config.folds)
+    return Run(path, members[0].config, _read_metrics_frame(path / "metrics.jsonl"), folds, series, None)
+
+def load_ensemble(path: str | os.PathLike) -> EnsembleRun:
+    "Read a `gpurl_train --ensemble K` run directory: ensemble.json, the member runs and the ensemble's backtested folds."
+    p = Path(path)
+    if not (p / ENSEMBLE_FILE).is_file():
+        raise FileNotFoundError(f"{p} is not a gpurl_train --ensemble run directory (no {ENSEMBLE_FILE})")
+    spec = json.loads((p / ENSEMBLE_FILE).read_text())
+    members = [load_run(member_dir(p, s)) for s in spec["seeds"]]
+    return EnsembleRun(p, members, _ensemble_as_run(p, members), ensemble_aggregation(members[0].config))
+
+def write_ensemble(path: str | os.PathLike, members: list[Run], device=None) -> EnsembleRun:
+    "Backtest the members' ensemble on every fold not yet saved under `path`, then write ensemble.json, results.json and the report."
+    p = Path(path); _check_members(members)
+    (p / "folds").mkdir(parents=True, exist_ok=True)
+    done = len(load_fold_results(p, members[0].config.folds)[0])
+    times = members[0].data().times if done < members[0].config.folds else None
+    for k in range(done, members[0].config.folds): save_fold_result(p, _ensemble_fold(members, k, times, device), times)
+    spec = json.loads((p / ENSEMBLE_FILE).read_text()) if (p / ENSEMBLE_FILE).is_file() else {}
+    ens = EnsembleRun(p, members, _ensemble_as_run(p, members), ensemble_aggregation(members[0].config))
+    write_json(p / ENSEMBLE_FILE, {**spec, "k": len(members), "seeds": ens.seeds, "aggregation": ens.aggregation,
+                                   "members": [m.name for m in members]})
+    write_json(p / "results.json", {"complete": True, "aggregation": ens.aggregation, "seeds": ens.seeds,
+                                    "table": ens.table().reset_index().to_dict("records"),
+                                    "folds": [f.to_dict() for f in ens.ensemble.folds]})
+    write_ensemble_report(ens)
+    return ens
+
+# %% ../nbs/20_run.ipynb #e1a0c008
+@patch
+def _row(self: EnsembleRun, name: str, seed: str, r: Run) -> dict:
+    "One row of the ensemble's table: a run's stitched test folds against buy-and-hold, the excess Sharpe with its interval."
+    s, ppy = r.stitched(), r.config.annualisation()[0]
+    t, b = performance_summary(s["returns"], s["positions"], ppy), performance_summary(s["buy_and_hold"], periods_per_year=ppy)
+    return {"model": name, "seed": seed, "test_sharpe": t["sharpe"], "bh_sharpe": b["sharpe"], **r.excess(),
+            "test_max_drawdown": t["max_drawdown"], "test_turnover": t["turnover"]}
+
+@patch
+def table(self: EnsembleRun) -> pd.DataFrame:
+    "One row per member and one for the ensemble: stitched test Sharpe, buy-and-hold's, the excess Sharpe [95% CI], PSR, verdict."
+    rows = [self._row(m.name, str(m.config.seed), m) for m in self.members]
+    seeds = f"{self.seeds[0]}..{self.seeds[-1]}"
+    return pd.DataFrame(rows + [self._row("ensemble", seeds, self.ensemble)] if self.ensemble.folds else rows).set_index("model")
+
+_ENSEMBLE_HEAD = ["model", "seed", "test Sharpe", "B&H Sharpe", "excess Sharpe [95% CI]", "excess PSR", "verdict",
+                  "test max DD", "turnover"]
+def _acts(rc: RunConfig) -> str:
+    "What the ensemble of `rc`'s model acts on, in words."
+    if rc.algo == "dqn": return "the members' mean Q values"
+    if rc.trainer.get("task") == "regression": return "the members' mean forecast against the threshold"
+    return f"the members' mean {'action' if rc.algo == 'ppo' else 'class'} probabilities"
+
+@patch
+def rows(self: EnsembleRun) -> list[list[str]]:
+    "The table as text, one list per model (members first, the ensemble last)."
+    return [[k, x.seed, _f(x.test_sharpe), _f(x.bh_sharpe), _ci(x), _f(x.excess_psr), x.verdict,
+             _f(x.test_max_drawdown, "{:.1%}"), _f(x.test_turnover, "{:.3f}")] for k, x in self.table().iterrows()]
+
+@patch
+def verdict(self: EnsembleRun) -> str:
+    "One sentence: the ensemble against buy-and-hold, and against its best and mean member."
+    tb = self.table()
+    if "ensemble" not in tb.index: return f"incomplete: continue with gpurl_train --resume {self.path}"
+    e, m = tb.loc["ensemble"], tb.drop("ensemble")
+    how = {"beats": "beats", "trails": "trails", "indistinguishable": "is indistinguishable from", "too short": "has too few test bars for"}
+    return (f"The ensemble of {len(self.members)} {self.ensemble.config.algo.upper()} seeds {how[e.verdict]} buy-and-hold out of "
+            f"sample: excess Sharpe {_ci(e)} (95% CI); its stitched test Sharpe {_f(e.test_sharpe)} against its members' "
+            f"{_f(m.test_sharpe.mean())} on average (best {_f(m.test_sharpe.max())}, worst {_f(m.test_sharpe.min())})")
+
+@patch
+def summary(self: EnsembleRun) -> str:
+    "The one-screen summary printed at the end of an ensemble run."
+    c, rows = self.ensemble.config, [[str(v) for v in r] for r in self.rows()]
+    w = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(_ENSEMBLE_HEAD)]
+    fmt = lambda r: "  ".join(v.ljust(w[i]) if i in (0, 6) else v.rjust(w[i]) for i, v in enumerate(r))
+    lines = [f"gpurl_train {c.algo} --ensemble {len(self.members)} on {_data_label(c)}",
+             f"{c.folds} folds of {c.train_bars}/{c.val_bars}/{c.test_bars} train/val/test bars, {c.cost_bps:g} bp costs; "
+             f"seeds {', '.join(map(str, self.seeds))}; the ensemble acts on {_acts(c)}",
+             "", fmt(_ENSEMBLE_HEAD), *map(fmt, rows), "", self.verdict()]
+    return "\n".join(lines + [f"run:    {self.path}"] +
+                     ([f"report: {self.path / 'report.md'}"] if (self.path / "report.md").is_file() else []))
+
+# %% ../nbs/20_run.ipynb #e1a0c009
+@patch
+def plot_equity(self: EnsembleRun):
+    "Stitched out-of-sample equity of the ensemble beside each member's and buy-and-hold's (dotted: fold starts)."
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(9, 4), layout="constrained")
+    ax, tb = fig.subplots(), self.table()
+    for name, r, style in [*((m.name, m, dict(lw=0.9, alpha=0.6)) for m in self.members), ("ensemble", self.ensemble, dict(lw=2.0, color="k"))]:
+        if not r.folds: continue
+        s = r.stitched()
+        x = pd.to_datetime(s["time_ns"].numpy())
+        ax.plot(x, s["returns"].cumsum(0).exp().numpy(), label=f"{name} (Sharpe {_f(tb.loc[name, 'test_sharpe'])})", **style)
+    if self.ensemble.folds:
+        s = self.ensemble.stitched()
+        ax.plot(pd.to_datetime(s["time_ns"].numpy()), s["buy_and_hold"].cumsum(0).exp().numpy(), lw=1.0, color="C1",
+                ls="--", label=f"buy & hold ({_f(tb.loc['ensemble', 'bh_sharpe'])})")
+        for f in self.ensemble.folds[1:]: ax.axvline(pd.Timestamp(int(self.ensemble.series[f.fold]["time_ns"][0])), color="grey", lw=0.6, ls=":")
+    ax.set(ylabel="equity (start = 1)", xlabel="date", title="out of sample: the ensemble beside its members, all test folds stitched")
+    ax.grid(alpha=0.3); ax.legend(fontsize=7)
+    return fig
+
+def write_ensemble_report(ens: EnsembleRun) -> None:
+    "plots/equity.png and report.md of an ensemble run: the members' and the ensemble's table, the equity curves."
+    c, plots = ens.ensemble.config, ens.path / "plots"
+    plots.mkdir(exist_ok=True)
+    ens.plot_equity().savefig(plots / "equity.png", dpi=110)
+    text = f"""# gpurl_train ensemble `{ens.path.name}`
+
+**{ens.verdict()}.**
+
+- model: **{c.algo}**, {len(ens.members)} members trained with seeds {', '.join(map(str, ens.seeds))}, otherwise the same settings
+- the ensemble acts on {_acts(c)}, greedily (argmax), through `gpurl.ensemble.EnsembleRunner` on each fold's best checkpoints
+- data: {_data_label(c)}
+- walk-forward: {c.folds} folds of {c.train_bars} train / {c.val_bars} validation / {c.test_bars} test bars, embargo {c.embargo}
+- costs: {c.cost_bps:g} bp per unit of position traded, for the members and the ensemble alike
+
+## Results: the stitched test folds
+
+{_md_table(ens.rows(), _ENSEMBLE_HEAD)}
+
+Each member is a complete run with its own report: {', '.join(f'[{m.name}]({m.name}/report.md)' for m in ens.members)}.
+The excess Sharpe is the annualised Sharpe ratio of the per-bar excess return over buy-and-hold on the same bars, with
+its 95% stationary-bootstrap interval; the verdict is "beats" only when the interval lies above zero. The members'
+test Sharpe ratios spread by seed alone; the ensemble's row says what averaging them buys.
+
+![equity](plots/equity.png)
+
+## Files
+
+`ensemble.json` (K, the seeds, the flags), `seed{{s}}/` (each member's run directory), `folds/fold{{k}}_test.safetensors`
+(the ensemble's test series), `results.json`. In Python: `from gpurl.run import load_ensemble; ens =
+load_ensemble("{ens.path}")`, then `ens.table()`, `ens.members[0].backtest(0)`, `ens.ensemble.tear_sheet()`.
+"""
+    atomic_write_bytes(ens.path / "report.md", text.encode())
