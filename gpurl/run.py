@@ -761,7 +761,7 @@ def ensemble_policy(members: list[Run], fold: int, device: str | torch.device = 
     return lambda obs: reduce(runner(obs))
 
 def backtest_ensemble(members: list[Run], fold: int, device=None) -> BacktestResult:
-    "Greedy backtest of the members' ensemble on a fold's test bars: the env, costs and `EnvConfig.backtest` of a member's `Run.backtest`."
+    "Greedy backtest of the members' ensemble on a fold's test bars: the env, costs and `EnvConfig.backtest` of a member run's own backtest."
     _check_members(members)
     env, data = members[0].config.trainer_config().env, members[0].splits(fold, device).test
     with torch.no_grad(): return env.backtest(ensemble_policy(members, fold, device or "cpu"), data)
