@@ -676,7 +676,6 @@ for _m in SEQUENCE_MODELS:
     case(_m, doc=f"{_m}: train step (samples/s) and batch-1 latency (us) against its baseline")(
         functools.partial(bench_sequence_model, model=_m))
 
-
 # %% ../nbs/23_bench.ipynb #dfbc34cb
 @case("ssd")
 def bench_ssd(b: Bench) -> None:

@@ -5,9 +5,10 @@
 # %% ../nbs/20_run.ipynb #acc6459a
 from __future__ import annotations
 import calendar, json, math, os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -18,12 +19,14 @@ from fastcore.basics import patch
 from .data import FoldSplits
 from .metrics import (sharpe_ratio, sortino_ratio, calmar_ratio, annualized_return, max_drawdown, drawdown,
                            drawdown_duration, hit_rate, turnover, probabilistic_sharpe_ratio, expected_max_sharpe,
-                           effective_trials, sharpe_interval)
+                           effective_trials, sharpe_interval, performance_summary)
 from .checkpoint import atomic_write_bytes, load_checkpoint
 from .walkforward import FoldResult, WalkForwardResult, backtest_trainer
 from .registry import get_model
 from .supervised import accuracy, confusion_matrix, macro_f1_margin
-from .rundir import RunConfig, RunData, bar_time, load_fold_results, read_jsonl
+from .rundir import RunConfig, RunData, bar_time, load_fold_results, read_jsonl, save_fold_result, write_json
+from .ensemble import AGGREGATIONS, EnsembleRunner
+from .env import BacktestResult
 
 # %% auto #0
 __all__ = ['ENSEMBLE_FILE', 'Run', 'load_run', 'excess_figures', 'Trials', 'run_trials', 'deflate', 'write_report',
@@ -722,12 +725,6 @@ load_run("{run.path}")`, then `run.table()`, `run.classification()`, `run.traine
     atomic_write_bytes(run.path / "report.md", text.encode())
 
 # %% ../nbs/20_run.ipynb #e1a0c002
-from typing import Callable
-from .ensemble import AGGREGATIONS, EnsembleRunner
-from .env import BacktestResult
-from .metrics import performance_summary
-from .rundir import save_fold_result, write_json
-
 ENSEMBLE_FILE = "ensemble.json"       # what makes a directory an ensemble run: K, the seeds, the flags, the aggregation
 
 def member_seeds(seed: int, k: int) -> list[int]:
@@ -773,7 +770,12 @@ class EnsembleRun:
     path: Path
     members: list[Run]
     ensemble: Run               # the ensemble's folds and test series (its checkpoints are the members')
-    aggregation: str            # how the members' scores are reduced: 'mean' or 'probs' (gpurl.ensemble.AGGREGATIONS)
+    _table: pd.DataFrame | None = field(default=None, init=False, repr=False, compare=False)   # `table()`, bootstrapped once
+
+    @property
+    def aggregation(self) -> str:
+        "How the members' scores are reduced: 'mean' or 'probs' (`ensemble_aggregation`, gpurl.ensemble.AGGREGATIONS)."
+        return ensemble_aggregation(self.members[0].config)
 
     @property
     def complete(self) -> bool:
@@ -783,7 +785,7 @@ class EnsembleRun:
     @property
     def seeds(self) -> list[int]: return [m.config.seed for m in self.members]
 
-def _ensemble_fold(members: list[Run], fold: int, times: np.ndarray, device=None) -> FoldResult:
+def _ensemble_fold(members: list[Run], fold: int, device=None) -> FoldResult:
     "The ensemble's result on one fold, as the walk-forward driver records a member's: the test backtest and buy-and-hold."
     bt, ppy = backtest_ensemble(members, fold, device), members[0].config.annualisation()[0]
     fr = FoldResult(fold, "sharpe", 0, "ensemble", None, None, 0, [], [{"member": str(m.checkpoint(fold))} for m in members],
@@ -804,7 +806,7 @@ def load_ensemble(path: str | os.PathLike) -> EnsembleRun:
         raise FileNotFoundError(f"{p} is not a gpurl_train --ensemble run directory (no {ENSEMBLE_FILE})")
     spec = json.loads((p / ENSEMBLE_FILE).read_text())
     members = [load_run(member_dir(p, s)) for s in spec["seeds"]]
-    return EnsembleRun(p, members, _ensemble_as_run(p, members), ensemble_aggregation(members[0].config))
+    return EnsembleRun(p, members, _ensemble_as_run(p, members))
 
 def write_ensemble(path: str | os.PathLike, members: list[Run], device=None) -> EnsembleRun:
     "Backtest the members' ensemble on every fold not yet saved under `path`, then write ensemble.json, results.json and the report."
@@ -812,9 +814,9 @@ def write_ensemble(path: str | os.PathLike, members: list[Run], device=None) -> 
     (p / "folds").mkdir(parents=True, exist_ok=True)
     done = len(load_fold_results(p, members[0].config.folds)[0])
     times = members[0].data().times if done < members[0].config.folds else None
-    for k in range(done, members[0].config.folds): save_fold_result(p, _ensemble_fold(members, k, times, device), times)
+    for k in range(done, members[0].config.folds): save_fold_result(p, _ensemble_fold(members, k, device), times)
     spec = json.loads((p / ENSEMBLE_FILE).read_text()) if (p / ENSEMBLE_FILE).is_file() else {}
-    ens = EnsembleRun(p, members, _ensemble_as_run(p, members), ensemble_aggregation(members[0].config))
+    ens = EnsembleRun(p, members, _ensemble_as_run(p, members))
     write_json(p / ENSEMBLE_FILE, {**spec, "k": len(members), "seeds": ens.seeds, "aggregation": ens.aggregation,
                                    "members": [m.name for m in members]})
     write_json(p / "results.json", {"complete": True, "aggregation": ens.aggregation, "seeds": ens.seeds,
@@ -835,9 +837,11 @@ def _row(self: EnsembleRun, name: str, seed: str, r: Run) -> dict:
 @patch
 def table(self: EnsembleRun) -> pd.DataFrame:
     "One row per member and one for the ensemble: stitched test Sharpe, buy-and-hold's, the excess Sharpe [95% CI], PSR, verdict."
-    rows = [self._row(m.name, str(m.config.seed), m) for m in self.members]
-    seeds = f"{self.seeds[0]}..{self.seeds[-1]}"
-    return pd.DataFrame(rows + [self._row("ensemble", seeds, self.ensemble)] if self.ensemble.folds else rows).set_index("model")
+    if self._table is None:                       # the report, summary and plot all read it: bootstrap each run once
+        rows = [self._row(m.name, str(m.config.seed), m) for m in self.members]
+        seeds = f"{self.seeds[0]}..{self.seeds[-1]}"
+        self._table = pd.DataFrame(rows + [self._row("ensemble", seeds, self.ensemble)] if self.ensemble.folds else rows).set_index("model")
+    return self._table
 
 _ENSEMBLE_HEAD = ["model", "seed", "test Sharpe", "B&H Sharpe", "excess Sharpe [95% CI]", "excess PSR", "verdict",
                   "test max DD", "turnover"]

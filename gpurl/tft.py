@@ -251,7 +251,6 @@ def forward(self: TemporalFusionTransformer, observed: Tensor, known: Tensor, st
     theta, phi, _ = self.encode(observed, known, static)
     return self._stage(self.decode, theta, phi)
 
-
 # %% ../nbs/15_tft.ipynb #ed1c0fff
 @patch
 def interpret(self: TemporalFusionTransformer, observed: Tensor, known: Tensor, static: Tensor | None = None) -> dict[str, Tensor]:
