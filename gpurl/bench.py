@@ -39,7 +39,7 @@ from .cli import UsageError, run_console
 
 # %% auto #0
 __all__ = ['PRECISIONS', 'CASES', 'HEADS', 'SEQUENCE_MODELS', 'WIDTH_SWEEPS', 'PEERS', 'time_calls', 'in_unit', 'Record',
-           'SkipCase', 'auto_precision', 'count_kernels', 'Bench', 'Case', 'case', 'Results', 'run', 'synthetic_splits',
+           'SkipCase', 'count_kernels', 'Bench', 'Case', 'case', 'Results', 'run', 'synthetic_splits',
            'NaiveBatchedEnv', 'dqn_config', 'ppo_config', 'filled_replay', 'queue_gpu_work', 'bench_checkpoint',
            'bench_checkpoint_loop', 'bench_env_step', 'bench_vec_env', 'bench_collection', 'bench_rainbow_update',
            'bench_dqn', 'bench_ppo', 'sequence_config', 'ncps_peer', 'tft_peer', 'train_step_rows',
@@ -113,11 +113,6 @@ PRECISIONS = ("fp32", "tf32", "bf16")
 class SkipCase(Exception):
     "Raised by a case that cannot run here (no CUDA, a module not installed): the suite records why and goes on."
 
-def auto_precision(device: torch.device | str, width: int) -> str:
-    "The precision `precision='auto'` trains a model of hidden `width` at on `device`: 'bf16', 'tf32' or 'fp32'."
-    mp = MixedPrecisionConfig.detect(device, width=width)
-    return "bf16" if mp.autocast and mp.dtype == torch.bfloat16 else "tf32" if mp.tf32 else "fp32"
-
 def count_kernels(fn: Callable[[], object]) -> int:
     "CUDA kernels (and device copies and memsets) one call of `fn` runs, graph replays included (torch.profiler)."
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
@@ -152,16 +147,16 @@ def _shape_key(shape: dict) -> str: return json.dumps(shape, sort_keys=True, def
 
 @patch
 def measure(self: Bench, name: str, variant: str, fn: Callable[[], object], *, shape: dict, work: float = 1.0,
-            unit: str = "s", precision: str | None = None, width: int | None = None, baseline: bool = False,
+            unit: str = "s", precision: str | None = None, auto: str | None = None, baseline: bool = False,
             kernels: bool = False, note: str = "", repeats: int = 5, **timing) -> Record:
-    "Time `fn` (`time_calls`, doing `work` units a call) and record it in `unit`; `baseline`: what its group is compared with; `kernels`: count them (CUDA)."
+    "Time `fn` (`time_calls`, doing `work` units a call) and record it in `unit`; `auto`: the precision the model's `precision='auto'` picks here; `baseline`: what its group is compared with; `kernels`: count them (CUDA)."
     if self.cuda: gc.collect(); torch.cuda.reset_peak_memory_stats(self.device)   # what died before this is not counted
     secs = time_calls(fn, self.device, repeats=repeats, **timing)
     peak = torch.cuda.max_memory_allocated(self.device) / 2**20 if self.cuda else None
     q1, med, q3 = (float(np.percentile([in_unit(s, work, unit) for s in secs], q)) for q in (25, 50, 75))
     if kernels and self.cuda: note = "; ".join(filter(None, [note, f"{count_kernels(fn)} kernels a call"]))
     rec = Record(self.case, name, f"{variant} {precision}" if precision else variant, dict(shape), med, sorted([q1, q3]),
-                 unit, len(secs), precision, width is not None and precision == auto_precision(self.device, width),
+                 unit, len(secs), precision, auto is not None and precision == auto,
                  note=note, peak_mib=peak, **self.meta)
     key = (name, _shape_key(shape))
     if baseline and key not in self._baselines: self._baselines[key] = rec
@@ -519,20 +514,22 @@ def bench_rainbow_update(b: Bench) -> None:
     capacity, n_envs = b.size(4_096, 200_000), b.size(64, 256)
     for head in ("scalar", "c51", "iqn"):
         shape = dict(head=head, batch=batch, obs=W * F + 1, hidden=list(hidden), capacity=capacity)
-        def learn_step(precision: str, mode: str) -> Callable[[], object]:
-            cfg = RainbowConfig(**HEADS[head], hidden=hidden, precision=precision, cuda_graph=mode != "eager",
-                                compile=mode == "compiled + captured")
+        def config(mode: str, precision: str = "auto") -> RainbowConfig:
+            return RainbowConfig(**HEADS[head], hidden=hidden, precision=precision, cuda_graph=mode != "eager",
+                                 compile=mode == "compiled + captured")
+        def learn_step(cfg: RainbowConfig) -> Callable[[], object]:
             learner, rb = RainbowLearner(W * F + 1, 3, cfg, b.device), filled_replay(capacity, n_envs, feats, W)
             if b.cuda: learner.precision.apply()
             step = learner.learn_step(rb, feats, batch)
-            if mode == "eager": return step
+            if not cfg.cuda_graph: return step
             return capture_graph(step, state=lambda: [*learner.state_tensors(), *rb.state_tensors()], device=b.device)
-        b.measure("rainbow learn step", "eager fp32", learn_step("fp32", "eager"), shape=shape, unit="us", baseline=True,
-                  inner=b.size(1, 5), repeats=b.size(5, 10), kernels=True)
+        b.measure("rainbow learn step", "eager fp32", learn_step(config("eager", "fp32")), shape=shape, unit="us",
+                  baseline=True, inner=b.size(1, 5), repeats=b.size(5, 10), kernels=True)
         for mode in (("captured", "compiled + captured") if b.cuda else ()):
+            auto = config(mode).precision_policy(b.device).name
             for p in b.precisions(*PRECISIONS):
-                b.measure("rainbow learn step", mode, learn_step(p, mode), shape=shape, unit="us", precision=p,
-                          width=max(hidden), inner=20, repeats=30, warmup=5, kernels=True)
+                b.measure("rainbow learn step", mode, learn_step(config(mode, p)), shape=shape, unit="us", precision=p,
+                          auto=auto, inner=20, repeats=30, warmup=5, kernels=True)
 
 # %% ../nbs/23_bench.ipynb #0539bb51
 @case("dqn")
@@ -546,9 +543,9 @@ def bench_dqn(b: Bench) -> None:
     shape = dict(head=cfg.rainbow.head, n_envs=cfg.n_envs, batch=cfg.batch_size, window=cfg.env.window)
     b.measure("dqn train epoch", "eager fp32", step, shape=shape, work=work, unit="env-steps/s", baseline=True, repeats=3)
     for p in (b.precisions(*PRECISIONS) if b.cuda else ()):
-        step, work, _ = epochs(4_000, precision=p)
+        step, work, cfg = epochs(4_000, precision=p)
         b.measure("dqn train epoch", "captured", step, shape=shape, work=work, unit="env-steps/s", precision=p,
-                  width=max(cfg.rainbow.hidden), repeats=3)
+                  auto=cfg.rainbow.precision_policy(b.device, "auto").name, repeats=3)
 
 @case("ppo")
 def bench_ppo(b: Bench) -> None:
@@ -564,7 +561,7 @@ def bench_ppo(b: Bench) -> None:
         for p in (b.precisions(*PRECISIONS) if b.cuda else ()):
             tr = PpoTrainer(ppo_config(b, n_envs=n, precision=p), data)
             b.measure("ppo iteration", "captured", tr.train_epoch, shape=shape, work=work, unit="env-steps/s",
-                      precision=p, width=max(cfg.hidden), repeats=3)
+                      precision=p, auto=tr.config.precision_policy(b.device, "auto").name, repeats=3)
             del tr
 
 # %% ../nbs/23_bench.ipynb #0632e108
@@ -653,7 +650,8 @@ def train_step_rows(b: Bench, model: str, cfg, split: FoldData, steps: int) -> N
     timed("gpurl eager fp32", make(cuda_graph=False, precision="fp32").train_epoch, work=steps * cfg.batch_size,
           baseline=True, note=missing)
     for p in (b.precisions(*PRECISIONS) if b.cuda else ()):
-        timed("gpurl captured", make(precision=p).train_epoch, work=steps * cfg.batch_size, precision=p, width=cfg.width)
+        timed("gpurl captured", make(precision=p).train_epoch, work=steps * cfg.batch_size, precision=p,
+              auto=cfg.precision_policy(b.device, "auto").name)
 
 def bench_sequence_model(b: Bench, model: str) -> None:
     "A sequence model's train step (at each width of `WIDTH_SWEEPS` in a full run) and batch-1 latency (uncaptured vs predictor)."
@@ -796,7 +794,8 @@ def bench_amp_crossover(b: Bench) -> None:
             return run
         for p in ["tf32", *b.precisions("bf16")]:
             b.measure("mlp forward + backward", "3-layer MLP", step(p == "bf16"), shape=dict(width=w, batch=8192), unit="us",
-                      precision=p, width=w, baseline=p == "tf32", warmup=5, repeats=30)
+                      precision=p, auto=MixedPrecisionConfig.detect(b.device, width=w).name, baseline=p == "tf32",
+                      warmup=5, repeats=30)
 
 # %% ../nbs/23_bench.ipynb #7264b884
 @call_parse

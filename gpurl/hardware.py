@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_hardware.ipynb #bf756c4b
 from __future__ import annotations
-import os, platform, random, warnings, re, functools
+import gc, os, platform, random, warnings, re, functools
 from typing import Callable, Iterable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -13,9 +13,10 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['GiB', 'KNOWN_BUDGETS', 'BF16_MIN_WIDTH', 'default_device', 'is_cuda', 'cuda_graphs_available', 'device_name',
-           'seed_everything', 'align_to_tensor_cores', 'HardwareBudget', 'auto_batch_size', 'MixedPrecisionConfig',
-           'TrainerGlobals', 'rng_state', 'set_rng_state', 'capture_compile', 'capture_graph', 'gpurl_info']
+__all__ = ['GiB', 'KNOWN_BUDGETS', 'BF16_MIN_WIDTH', 'BF16_MIN_ROWS', 'default_device', 'is_cuda', 'cuda_graphs_available',
+           'device_name', 'seed_everything', 'align_to_tensor_cores', 'HardwareBudget', 'auto_batch_size',
+           'MixedPrecisionConfig', 'TrainerGlobals', 'rng_state', 'set_rng_state', 'capture_compile', 'capture_graph',
+           'gpurl_info']
 
 # %% ../nbs/00_hardware.ipynb #164dcc45
 def default_device() -> torch.device:
@@ -176,7 +177,8 @@ def auto_batch_size(trial: Callable[[int], int], budget: HardwareBudget, *, frac
             if torch.cuda.is_available(): torch.cuda.empty_cache()
 
 # %% ../nbs/00_hardware.ipynb #027e2b41
-BF16_MIN_WIDTH = 1536  # bf16 autocast wins from here on an H200 (1.49x at 1536, 0.80x at 1024: last section)
+BF16_MIN_WIDTH = 1536   # uncompiled bf16 autocast wins from this width on an H200 (1.22x at 1536, 0.76x at 1024: last section)
+BF16_MIN_ROWS = 2**20   # ... or from this many rows per matmul (PPO minibatches: 1.10x at 2.1M rows, 0.97x at 131k)
 
 _BF16_GPUS = r"A100|A800|A10\b|A10G|A16|A30|A40|A2\b|A4000|A4500|A5000|A5500|A6000|RTX\s*[345]0\d\d|RTX\s*A\d+|L4\b|L40|L20|H100|H800|H200|H20\b|GH200|B100|B200|GB200|B300|RTX\s*PRO|Ada|Blackwell"
 _FP16_GPUS = r"V100|T4\b|TITAN\s*V|TITAN\s*RTX|RTX\s*20\d\d|Quadro\s*RTX|GTX\s*16\d\d|T1000|T600"
@@ -192,18 +194,24 @@ class MixedPrecisionConfig:
     reason: str = "cpu: fp32"
 
     @classmethod
-    def _policy(cls, arch: str, width: int | None, label: str) -> MixedPrecisionConfig:
-        if width is not None and width < 0: raise ValueError(f"width must be >= 0, got {width}")
+    def _policy(cls, arch: str, width: int | None, label: str, compiled: bool = False,
+                rows: int | None = None) -> MixedPrecisionConfig:
+        for k, v in (("width", width), ("rows", rows)):
+            if v is not None and v < 0: raise ValueError(f"{k} must be >= 0, got {v}")
         wide = width is not None and width >= BF16_MIN_WIDTH
         w = f"width {width}" if width is not None else "width unknown"
-        if arch == "bf16" and wide: return cls(torch.bfloat16, True, False, True, f"{label}: bf16 autocast ({w} >= {BF16_MIN_WIDTH})")
-        if arch == "bf16": return cls(torch.float32, False, False, True, f"{label}: tf32 ({w} < {BF16_MIN_WIDTH}: bf16 autocast loses here)")
+        if arch == "bf16":
+            why = ("compiled: Inductor fuses the casts" if compiled else f"{w} >= {BF16_MIN_WIDTH}" if wide else
+                   f"{rows:,} rows >= {BF16_MIN_ROWS:,}" if rows is not None and rows >= BF16_MIN_ROWS else None)
+            if why: return cls(torch.bfloat16, True, False, True, f"{label}: bf16 autocast ({why})")
+            return cls(torch.float32, False, False, True, f"{label}: tf32 ({w}, not compiled: bf16 autocast loses here)")
         if arch == "fp16" and wide: return cls(torch.float16, True, True, False, f"{label}: fp16 autocast + GradScaler ({w})")
         if arch == "fp16": return cls(torch.float32, False, False, False, f"{label}: fp32 ({w} < {BF16_MIN_WIDTH})")
         return cls(torch.float32, False, False, False, f"{label}: fp32")
 
     @classmethod
-    def detect_from_gpu_name(cls, name: str, *, width: int | None = None) -> MixedPrecisionConfig:
+    def detect_from_gpu_name(cls, name: str, *, width: int | None = None, compiled: bool = False,
+                             rows: int | None = None) -> MixedPrecisionConfig:
         "Policy for a GPU known by its marketing name (e.g. 'NVIDIA H200'); unknown names get fp32 and a warning."
         if not isinstance(name, str): raise TypeError(f"name must be a str, got {type(name).__name__}")
         if re.search(_BF16_GPUS, name, re.I): arch = "bf16"
@@ -213,16 +221,37 @@ class MixedPrecisionConfig:
             warnings.warn(f"unknown GPU {name!r}: falling back to fp32 (use MixedPrecisionConfig.detect() on the device "
                           "to read its compute capability instead)")
             arch = "fp32"
-        return cls._policy(arch, width, name)
+        return cls._policy(arch, width, name, compiled, rows)
 
     @classmethod
-    def detect(cls, device: torch.device | str | None = None, *, width: int | None = None) -> MixedPrecisionConfig:
-        "Policy for `device` (default: `default_device()`) from its compute capability and the model's `width`."
+    def detect(cls, device: torch.device | str | None = None, *, width: int | None = None, compiled: bool = False,
+               rows: int | None = None) -> MixedPrecisionConfig:
+        "Policy for `device` (default: `default_device()`) from its compute capability and the step: its `width`, whether it is `compiled`, its `rows` per matmul."
         device = torch.device(device) if device is not None else default_device()
-        if device.type != "cuda": return cls._policy("cpu", width, device.type)
+        if device.type != "cuda": return cls._policy("cpu", width, device.type, compiled, rows)
         b = HardwareBudget.detect(device)
         arch = "bf16" if b.compute_capability >= (8, 0) else "fp16" if b.compute_capability >= (7, 0) else "fp32"
-        return cls._policy(arch, width, b.name)
+        return cls._policy(arch, width, b.name, compiled, rows)
+
+    @classmethod
+    def resolve(cls, precision: str, device: torch.device | str, *, width: int | None = None, compiled: bool = False,
+                rows: int | None = None) -> MixedPrecisionConfig:
+        "A trainer's policy from its `precision` setting: 'auto' asks `detect` (fp16 becomes fp32: captured steps take no GradScaler); 'fp32', 'tf32', 'bf16' force one."
+        device = torch.device(device)
+        if precision == "auto":
+            mp = cls.detect(device, width=width, compiled=compiled, rows=rows)
+            return cls(reason=mp.reason + "; fp16 needs loss scaling: fp32 instead") if mp.grad_scaler else mp
+        cuda = device.type == "cuda"
+        if precision == "fp32": return cls(reason=f"{device.type}: fp32 (forced)")
+        if precision == "tf32": return cls(tf32=cuda, reason=f"{device.type}: {'tf32' if cuda else 'fp32 (no TF32 off CUDA)'} (forced)")
+        if precision == "bf16": return cls(torch.bfloat16, True, False, cuda, f"{device.type}: bf16 autocast (forced)")
+        raise ValueError(f"precision {precision!r} is not one of 'auto', 'fp32', 'tf32', 'bf16'")
+
+    @property
+    def name(self) -> str:
+        "The short name configs and benchmark records use: 'bf16', 'fp16', 'tf32' or 'fp32'."
+        if self.autocast: return "bf16" if self.dtype == torch.bfloat16 else "fp16"
+        return "tf32" if self.tf32 else "fp32"
 
     def autocast_context(self, device_type: str = "cuda"):
         "An autocast context for this policy (a no-op context when autocast is off)."
@@ -355,7 +384,12 @@ def capture_graph(fn: Callable[[], object], *, state: Callable[[], Iterable[torc
     for g, s in zip(gens, gen_states): g.set_state(s)
     graph = torch.cuda.CUDAGraph()
     for g in gens: graph.register_generator_state(g)
-    with torch.cuda.graph(graph, capture_error_mode="thread_local"): out = fn()
+    collecting = gc.isenabled()
+    gc.collect(); gc.disable()      # a dead graph that the collector frees mid-capture resets and invalidates this one
+    try:
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"): out = fn()
+    finally:
+        if collecting: gc.enable()
     def replay():
         graph.replay()
         return out

@@ -120,7 +120,7 @@ class RainbowLearner:
         self._noise_groups = [(L, o, p_, tuple((ids[id(m)], m.out_features) for m in ms))
                               for L, o, p_, ms in self.online.noise_groups]
         self._eps_index = self._noise_index() if cfg.use_noisy_nets else None
-        self.precision = self._resolve_precision()
+        self.precision = cfg.precision_policy(dev)
         self.autocast_dtype = self.precision.dtype if self.precision.autocast else None
         self.graphed = cfg.cuda_graph and cuda_graphs_available(dev)
         self.compiled = bool(cfg.compile and self.graphed)    # what is captured is compiled first (CUDA)
@@ -139,19 +139,6 @@ class RainbowLearner:
         with torch.no_grad(): self._lr.copy_(torch.as_tensor(value, dtype=self._lr.dtype))
 
 # %% ../nbs/08a_learner.ipynb #c270477d
-@patch
-def _resolve_precision(self: RainbowLearner) -> MixedPrecisionConfig:
-    "The autocast policy: MixedPrecisionConfig.detect for 'auto', forced bf16 or fp32 otherwise."
-    p = self.config.precision
-    if p == "fp32": return MixedPrecisionConfig(reason="fp32 (forced by RainbowConfig.precision)")
-    if p == "tf32": return MixedPrecisionConfig(tf32=True, reason="fp32 storage, TF32 matmuls (forced by RainbowConfig.precision)")
-    if p == "bf16": return MixedPrecisionConfig(dtype=torch.bfloat16, autocast=True, grad_scaler=False, tf32=True,
-                                                reason="bf16 autocast (forced by RainbowConfig.precision)")
-    mp = MixedPrecisionConfig.detect(self.device, width=max(self.config.hidden))
-    if mp.autocast and mp.dtype != torch.bfloat16:   # fp16 would need a GradScaler: not inside a captured step
-        return MixedPrecisionConfig(reason=mp.reason + "; fp16 needs loss scaling, the learner uses fp32")
-    return mp
-
 @patch
 def _init_adam_state(self: RainbowLearner) -> None:
     "Create Adam's moments and step counters up front (as Adam would lazily), as views of flat buffers."

@@ -876,6 +876,9 @@ class LiquidConfig(SupervisedConfig):
         for k in self.positive:
             if getattr(self, k) < 1: raise config_error(self, k, "must be >= 1")
 
+    @property
+    def compiled(self) -> bool: return True    # the cell, on CUDA (`_cell_for`)
+
 @dataclass
 class CfcConfig(LiquidConfig):
     "CfC on bars (`--algo cfc`): ncps's cell defaults."

@@ -95,6 +95,11 @@ class PpoTrainerConfig(Config):
         "Transitions per optimizer step (CleanRL minibatch_size)."
         return self.batch_size // self.num_minibatches
 
+    def precision_policy(self, device: torch.device | str, precision: str | None = None) -> MixedPrecisionConfig:
+        "The precision this config trains at on `device`; `precision` overrides the setting ('auto': what auto picks)."
+        return MixedPrecisionConfig.resolve(precision or self.precision, device, width=max(self.hidden),
+                                            rows=self.minibatch_size // self.grad_accum_steps)
+
 # %% ../nbs/11_ppo.ipynb #c9f0a5c6
 class ActorCritic(nn.Module):
     "CleanRL's PPO agent: tanh-MLP actor and critic with orthogonal init; their first layers run as one GEMM."
@@ -177,12 +182,6 @@ def _sample_actions(logits: Tensor) -> tuple[Tensor, Tensor]:
     action = (logits - torch.log(-torch.log(u))).argmax(-1)
     return action, F.log_softmax(logits, -1).gather(-1, action[:, None]).squeeze(-1)
 
-def _precision_policy(name: str, device: torch.device, width: int) -> MixedPrecisionConfig:
-    "The mixed-precision policy: `MixedPrecisionConfig.detect(device, width=...)` for 'auto', else forced (benchmarks)."
-    if name == "auto": return MixedPrecisionConfig.detect(device, width=width)
-    dtype, autocast, tf32 = {"fp32": (torch.float32, False, False), "tf32": (torch.float32, False, True),
-                             "bf16": (torch.bfloat16, True, True)}[name]
-    return MixedPrecisionConfig(dtype, autocast, False, tf32 and device.type == "cuda", f"{device}: {name} (forced by config)")
 
 # %% ../nbs/11_ppo.ipynb #e20590dc
 _METRICS = ("loss", "pg_loss", "v_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac")
@@ -212,7 +211,7 @@ def _build(self: PpoTrainer, train: FoldData) -> None:
     "Network, precision policy, Adam with its state up front, counters, the env of `train` and the rollout buffers."
     c, e, dev = self.config, self.config.env, self.device
     self.net = ActorCritic(e.window * train.n_features + 1, len(e.positions), c.hidden).to(dev)
-    self.mp = _precision_policy(c.precision, dev, max(self.net.hidden))
+    self.mp = c.precision_policy(dev)
     if dev.type == "cuda": self._globals.tf32 = self.mp.tf32   # TF32 inside this trainer's calls only
     self.use_graphs = c.cuda_graph and cuda_graphs_available(dev) and not self.mp.grad_scaler
     self._scaler = self.mp.make_grad_scaler(dev.type) if self.mp.grad_scaler else None  # fp16 GPUs: eager

@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
-from .hardware import align_to_tensor_cores
+from .hardware import MixedPrecisionConfig, align_to_tensor_cores, cuda_graphs_available
 from .config import Config, config_error
 
 # %% auto #0
@@ -78,6 +78,11 @@ class RainbowConfig(Config):
     def head(self) -> str:
         "The head the flags select: 'iqn', 'c51' or 'scalar'."
         return "iqn" if self.use_iqn else "c51" if self.use_distributional else "scalar"
+
+    def precision_policy(self, device: torch.device | str, precision: str | None = None) -> MixedPrecisionConfig:
+        "The precision a learner of this config trains at on `device`; `precision` overrides the setting ('auto': what auto picks)."
+        compiled = self.compile and self.cuda_graph and cuda_graphs_available(device)   # as RainbowLearner compiles
+        return MixedPrecisionConfig.resolve(precision or self.precision, device, width=max(self.hidden), compiled=compiled)
 
 # %% ../nbs/08_rainbow.ipynb #8b2f2f99
 def factorised_noise_(t: Tensor) -> Tensor:

@@ -140,7 +140,7 @@ class SupervisedConfig(Config):
     steps_per_epoch: int | None = None    # optimizer steps per train_epoch; None: one pass over the labelled train rows
     threshold: float | None = None        # regression: trade when |forecast| > this log return; None: the round-trip cost
     priced: bool = True                   # False: the data carry no prices (FI-2010's files): scored, never backtested
-    precision: str = "auto"               # "auto": MixedPrecisionConfig.detect(width=...); or "fp32", "tf32", "bf16"
+    precision: str = "auto"               # "auto": precision_policy (width, compiled); or "fp32", "tf32", "bf16"
     cuda_graph: bool = True               # capture the train step on CUDA (static shapes); the CPU runs it eagerly
     eval_batch: int = 8192                # rows per inference call
     seed: int = 0                         # weights, batch order (the trainer's own RNG streams, TrainerGlobals)
@@ -182,6 +182,16 @@ class SupervisedConfig(Config):
     def width(self) -> int:
         "The widest hidden layer (what the mixed-precision policy weighs)."
         raise NotImplementedError(f"{type(self).__name__} must say how wide its model is")
+
+    @property
+    def compiled(self) -> bool:
+        "Whether the model's matmuls run in `torch.compile`d code on CUDA (the policy weighs that too); models that compile say so."
+        return False
+
+    def precision_policy(self, device: torch.device | str, precision: str | None = None) -> MixedPrecisionConfig:
+        "The precision this config trains at on `device`; `precision` overrides the setting ('auto': what auto picks)."
+        return MixedPrecisionConfig.resolve(precision or self.precision, device, width=self.width,
+                                            compiled=self.compiled and torch.device(device).type == "cuda")
 
     def build_model(self, n_features: int) -> nn.Module:
         "The network: windows (B, env.window, n_features) -> (B, n_outputs)."
@@ -255,16 +265,6 @@ def loss(self: SupervisedConfig, out: Tensor, target: Tensor) -> Tensor:
     return F.cross_entropy(out, target) if self.task == "classification" else F.mse_loss(out[:, 0], target)
 
 # %% ../nbs/12_supervised.ipynb #9aed79be
-def _precision(cfg: SupervisedConfig, dev: torch.device) -> MixedPrecisionConfig:
-    "The trainer's precision: fp32 on the CPU; on CUDA the forced one, or the detected policy (fp16 falls back to fp32)."
-    if dev.type != "cuda": return MixedPrecisionConfig(reason=f"{dev.type}: fp32")
-    if cfg.precision == "fp32": return MixedPrecisionConfig(reason="fp32 (forced)")
-    if cfg.precision == "tf32": return MixedPrecisionConfig(tf32=True, reason="tf32 (forced)")
-    if cfg.precision == "bf16": return MixedPrecisionConfig(torch.bfloat16, True, False, True, "bf16 autocast (forced)")
-    mp = MixedPrecisionConfig.detect(dev, width=cfg.width)
-    if mp.grad_scaler: return MixedPrecisionConfig(reason=mp.reason + "; fp16 needs loss scaling: fp32 instead")
-    return mp
-
 def _first_bad(mask: Tensor) -> int:
     "Row of the first True in a (T, ...) mask (a host read: input checks only)."
     return int(mask.reshape(len(mask), -1).any(1).nonzero()[0, 0])
@@ -280,7 +280,7 @@ class SupervisedTrainer:
         dev = torch.device(device) if device is not None else train.device
         if dev.type == "cuda" and dev.index is None: dev = torch.device("cuda", torch.cuda.current_device())
         self.config, self.device, self.priced, self.n_features = config, dev, config.priced, train.n_features
-        self.precision = _precision(config, dev)
+        self.precision = config.precision_policy(dev)
         self.grad_sync = None        # data-parallel gradient hook (gpurl.distributed); None: no collective, no kernel
         self._checked: dict[tuple, int] = {}                  # splits checked so far -> label column
         self.column = self.check_split(train, "train")

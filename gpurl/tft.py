@@ -337,6 +337,9 @@ class TftConfig(SupervisedConfig):
     def width(self) -> int: return self.hidden
 
     @property
+    def compiled(self) -> bool: return self.compile
+
+    @property
     def n_outputs(self) -> int: return 1 + self.forecast_horizon * len(self.quantiles)
 
     @property

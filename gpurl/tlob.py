@@ -230,6 +230,9 @@ class TlobConfig(MlplobConfig):
         super().__post_init__()
         if self.n_heads < 1: raise config_error(self, "n_heads", "must be >= 1")
 
+    @property
+    def compiled(self) -> bool: return self.compile
+
     def build_model(self, n_features: int) -> nn.Module:
         "A `TLOB` on `env.window` snapshots of `n_features`."
         return TLOB(self.env.window, n_features, self.n_outputs, self.hidden, self.n_layers, self.n_heads, self.compile)
