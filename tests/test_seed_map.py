@@ -1,0 +1,44 @@
+"""The docs home's seed map and the benchmarks page against what they describe: every public name the map lists
+imports, every notebook it links exists, the README carries the map's current table, and the committed benchmarks
+page is exactly the page `gpurl_benchpage` writes from the committed records."""
+import subprocess, sys
+from pathlib import Path
+
+import pytest
+
+from _cli import script_env
+
+from gpurl.bench import Results
+from gpurl.benchpage import SEED_MAP, page_name, render_benchmarks, resolve, seed_map_markdown
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDS = ROOT / "nbs" / "benchmarks" / "h200.json"
+
+@pytest.mark.parametrize("name", sorted({n for row in SEED_MAP for n in row.names}))
+def test_every_public_name_imports(name):
+    assert resolve(name) is not None
+
+@pytest.mark.parametrize("stem", sorted({s for row in SEED_MAP for s in row.notebooks}))
+def test_every_notebook_exists(stem):
+    assert (ROOT / "nbs" / f"{stem}.ipynb").is_file(), stem
+    assert f"[{stem}]({page_name(stem)})" in seed_map_markdown(Results.load(RECORDS))
+
+def test_every_pick_finds_its_record():
+    results = Results.load(RECORDS)
+    for row in SEED_MAP:
+        for pick in row.picks: pick.find(results)
+
+def test_readme_carries_the_current_map():
+    assert seed_map_markdown(Results.load(RECORDS), links="notebooks") in (ROOT / "README.md").read_text()
+
+def test_committed_page_is_the_records_page(tmp_path):
+    page = render_benchmarks(Results.load(RECORDS), tmp_path, stem=RECORDS.stem, charts=False)
+    assert page.read_text() == (ROOT / "nbs" / "benchmarks.ipynb").read_text(), (
+        "nbs/benchmarks.ipynb is not the page of nbs/benchmarks/h200.json: run gpurl_benchpage nbs/benchmarks/h200.json --out nbs")
+    assert all((ROOT / "nbs" / p).is_file() for p in [f"benchmarks/{RECORDS.stem}_{c}.png" for c in Results.load(RECORDS).cases()])
+
+def test_the_command_regenerates_the_page(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "gpurl.benchpage", RECORDS, "--out", tmp_path], capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path, env=script_env())
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (tmp_path / "benchmarks.ipynb").read_text() == (ROOT / "nbs" / "benchmarks.ipynb").read_text()
