@@ -119,6 +119,10 @@ FLOORS: dict[str, Floor] = {
                       "state; the 5 MB feature table stays in L2. fp32 observations: 4.3 TB/s / 2,082 B = 2.07 G "
                       "env-steps/s; bf16: 4.3 TB/s / 1,056 B = 4.07 G env-steps/s. At 4,096 envs a step writes 8.5 MB "
                       "(2.0 us), above the ~1 us of one graph kernel, so the bytes bound every size measured.", env_step_floor),
+    "vec_env": Floor("The vector env hands SB3 host numpy observations: each step copies every env's 513 fp32 values "
+                     "(2,052 B) to the host, 33.6 MB at 16,384 envs, ~0.67 ms at ~50 GB/s: 24 M env-steps/s, 1,024 envs "
+                     "the same rate. The record floor is not computed: the wrapper's host work per step (numpy views, "
+                     "info dicts) is not device work."),
     "collection": Floor("Not computed: the captured k=32 variants replace the network's forward by a lookup in a "
                         "precomputed table ('table'), the others run it ('obs'), so no one count of work covers every "
                         "variant; the env step alone is bounded under env_step."),
@@ -136,8 +140,15 @@ FLOORS: dict[str, Floor] = {
                       "4.3 TB/s (39 us in bf16). Floor at batch 8,192: 202 us fp32, 79 us TF32, 40 us bf16. At batch 1 and "
                       "256 the work is below a microsecond and the floor is a graph of 3 kernels (one batched matmul a "
                       "layer, bias and ReLU fused), ~3 us; 64 members at batch 256: 2.7 GFLOP, 40 us in fp32.", ensemble_floor),
+    "ssd": Floor("Not computed: the chunked scan's work depends on the chunk size (quadratic inside a chunk, linear "
+                 "across chunks) and the recurrence is latency-bound, one step after another; 16_mamba2 sets the "
+                 "scan beside mamba_ssm's Triton kernel where that is installed."),
+    "distributed": Floor("At world size 1 the replica does the plain trainer's work plus its gradient hook, which has "
+                         "nothing to reduce: the floor is the plain trainer (x baseline 1.00)."),
     "features": Floor("Not computed: the 1,000,000 bars start in host memory as a pandas frame, and the suite does not "
                       "separate the copy and pandas' own work from the device's."),
+    "lob_labels": Floor("Not computed: the labels compare smoothed mid prices over several horizons, and the suite does "
+                        "not count the passes the labeller makes over the 5,000,000 events."),
     "metrics": Floor("One pass reads each series' fp32 returns and positions once: 16,384 x 2,520 x 8 B = 330 MB, 77 us "
                      "at 4.3 TB/s, 213 M series/s.", metrics_floor),
     "amp_crossover": Floor("16·B·w² FLOP of matmuls (3 forward, 3 weight-gradient and 2 input-gradient matmuls of three w x w "
@@ -333,17 +344,17 @@ SEED_MAP: list[SeedRow] = [
             ("07_replay", "08_rainbow", "08a_learner", "10_dqn"),
             ("gpurl.replay.PrioritizedReplayBuffer", "gpurl.rainbow.RainbowConfig", "gpurl.rainbow.RainbowNetwork",
              "gpurl.rainbow.cql_loss", "gpurl.learner.RainbowLearner", "gpurl.dqn.DQNTrainer"),
-            (Pick("dqn", "dqn train epoch", "captured tf32"),
+            (Pick("dqn", "dqn train epoch", "captured bf16"),
              Pick("rainbow_update", "rainbow learn step", "compiled + captured bf16", {"head": "iqn"}))),
     SeedRow("PPO parity: bf16 auto-detect, real gradient accumulation, double-buffered folds",
             ("11_ppo", "00_hardware", "06_pipeline", "09_walkforward"),
             ("gpurl.ppo.PpoTrainer", "gpurl.ppo.PpoTrainerConfig", "gpurl.hardware.MixedPrecisionConfig",
              "gpurl.pipeline.DoubleBufferedLoader", "gpurl.walkforward.train_walk_forward"),
-            (Pick("ppo", "ppo iteration", "captured tf32", {"n_envs": 65536}),)),
+            (Pick("ppo", "ppo iteration", "captured bf16", {"n_envs": 65536}),)),
     SeedRow("Liquid (CfC, LTC) and TLOB: evaluation without autograd graphs, real clipping and gradient norms",
             ("12_supervised", "13_liquid", "14_tlob"),
             ("gpurl.supervised.SupervisedTrainer", "gpurl.liquid.CfC", "gpurl.liquid.LTC", "gpurl.tlob.TLOB"),
-            (Pick("cfc", "cfc train step", "gpurl captured tf32"), Pick("tlob", "tlob batch-1 latency", "predictor bf16")),
+            (Pick("cfc", "cfc train step", "gpurl captured bf16"), Pick("tlob", "tlob batch-1 latency", "predictor bf16")),
             "12_supervised: 1,000 validation calls grow peak memory by 3.5 MB under `inference_mode`, 19,052 MB with the "
             "graphs kept (H200, 2026-12-01)"),
     SeedRow("Mamba2 with batch size scaled to the GPU's memory",
@@ -371,8 +382,8 @@ SEED_MAP: list[SeedRow] = [
             ("17_distributed",),
             ("gpurl.distributed.data_parallel", "gpurl.distributed.NcclGradientSync", "gpurl.distributed.launch",
              "gpurl.distributed.torchrun_command"),
-            quote="17_distributed: world size 1 through NCCL costs +1.2% of a DQN epoch, +0.06% of a PPO epoch at 64k envs "
-                  "(H200, 2026-12-01); scaling over several GPUs not measured (one-GPU machine)"),
+            (Pick("distributed", "ppo epoch + validation", "world-size-1 replica"),),
+            quote="scaling over several GPUs not measured (one-GPU machine)"),
     SeedRow("Parallel ensemble inference",
             ("19b_ensemble",),
             ("gpurl.ensemble.EnsembleRunner",),
