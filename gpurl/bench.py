@@ -39,12 +39,13 @@ from .cli import UsageError, run_console
 
 # %% auto #0
 __all__ = ['PRECISIONS', 'CASES', 'HEADS', 'SEQUENCE_MODELS', 'WIDTH_SWEEPS', 'PEERS', 'time_calls', 'in_unit', 'Record',
-           'SkipCase', 'count_kernels', 'Bench', 'Case', 'case', 'Results', 'run', 'synthetic_splits',
-           'NaiveBatchedEnv', 'dqn_config', 'ppo_config', 'filled_replay', 'queue_gpu_work', 'bench_checkpoint',
-           'bench_checkpoint_loop', 'bench_env_step', 'bench_vec_env', 'bench_collection', 'bench_rainbow_update',
-           'bench_dqn', 'bench_ppo', 'sequence_config', 'ncps_peer', 'tft_peer', 'train_step_rows',
-           'bench_sequence_model', 'bench_ssd', 'bench_ensemble', 'bench_distributed', 'bench_features',
-           'bench_lob_labels', 'validation_metrics_of', 'bench_metrics', 'bench_amp_crossover', 'gpurl_bench']
+           'SkipCase', 'count_kernels', 'Bench', 'Case', 'case', 'figure_text', 'shape_text', 'Results', 'run',
+           'synthetic_splits', 'NaiveBatchedEnv', 'dqn_config', 'ppo_config', 'filled_replay', 'queue_gpu_work',
+           'bench_checkpoint', 'bench_checkpoint_loop', 'bench_env_step', 'bench_vec_env', 'bench_collection',
+           'bench_rainbow_update', 'bench_dqn', 'bench_ppo', 'sequence_config', 'ncps_peer', 'tft_peer',
+           'train_step_rows', 'bench_sequence_model', 'bench_ssd', 'bench_ensemble', 'bench_distributed',
+           'bench_features', 'bench_lob_labels', 'validation_metrics_of', 'bench_metrics', 'bench_amp_crossover',
+           'gpurl_bench']
 
 # %% ../nbs/23_bench.ipynb #fb79e225
 def time_calls(fn: Callable[[], object], device: torch.device | str = "cpu", *, repeats: int = 5, warmup: int = 1,
@@ -201,12 +202,14 @@ def run_case(self: Bench, case: Case) -> list[Record]:
     return self.records[start:]
 
 # %% ../nbs/23_bench.ipynb #66f92449
-def _num(v: float | None) -> str:
+def figure_text(v: float | None) -> str:
     "A figure for the table: whole numbers (thousands separated) from 100 on, else 3 significant digits."
     if v is None: return ""
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
 
-def _shape_text(shape: dict) -> str: return ", ".join(f"{k}={v}" for k, v in shape.items())
+def shape_text(shape: dict) -> str:
+    "A shape for a table: key=value pairs."
+    return ", ".join(f"{k}={v}" for k, v in shape.items())
 
 @dataclass
 class Results:
@@ -218,10 +221,10 @@ class Results:
         head = sorted({f"{r.device}, torch {r.torch}, {r.date}" for r in self.records})
         rows = ["| case | measured | variant | shape | median | IQR | unit | x baseline | baseline | peak MiB | note |", "|" + "---|" * 11]
         for r in self.records:
-            iqr = f"{_num(r.spread[0])}-{_num(r.spread[1])}" if r.spread else ""
+            iqr = f"{figure_text(r.spread[0])}-{figure_text(r.spread[1])}" if r.spread else ""
             ratio = f"{r.ratio:.2f}" if r.ratio is not None else ""
-            rows.append(f"| {r.case} | {r.name} | {r.variant}{' (auto)' if r.auto else ''} | {_shape_text(r.shape)} | "
-                        f"{_num(r.median)} | {iqr} | {r.unit} | {ratio} | {r.baseline or ''} | {_num(r.peak_mib)} | {r.note} |")
+            rows.append(f"| {r.case} | {r.name} | {r.variant}{' (auto)' if r.auto else ''} | {shape_text(r.shape)} | "
+                        f"{figure_text(r.median)} | {iqr} | {r.unit} | {ratio} | {r.baseline or ''} | {figure_text(r.peak_mib)} | {r.note} |")
         return "\n".join([*(f"{h}\n" for h in head), *rows])
 
     def to_json(self) -> str:
@@ -246,7 +249,7 @@ def plot(self: Results):
     fig, ax = plt.subplots(figsize=(8, 1.2 + 0.22 * max(len(rs), 1)))
     colours = {c: f"C{i % 10}" for i, c in enumerate(self.cases())}
     ax.barh(range(len(rs)), [r.ratio for r in rs], color=[colours[r.case] for r in rs])
-    ax.set_yticks(range(len(rs)), [f"{r.name}: {r.variant} ({_shape_text(r.shape)})"[:90] for r in rs], fontsize=6)
+    ax.set_yticks(range(len(rs)), [f"{r.name}: {r.variant} ({shape_text(r.shape)})"[:90] for r in rs], fontsize=6)
     ax.axvline(1.0, color="k", lw=0.8); ax.set_xscale("log"); ax.invert_yaxis()
     ax.set_xlabel("speed-up over the baseline beside it (x)")
     meta = sorted({f"{r.device}, torch {r.torch}, {r.date}" for r in self.records})
@@ -276,7 +279,7 @@ def auto_precision_gaps(self: Results, tolerance: float = 0.05) -> list[str]:
     for (case_, name, impl, _), rs in groups.items():
         best, auto = max(rs, key=lambda r: r.speed), next((r for r in rs if r.auto), None)
         if auto is not None and best.speed > (1 + tolerance) * auto.speed:
-            gaps.append(f"{case_}: {name}, {impl} ({_shape_text(rs[0].shape)}): auto picks {auto.precision}, "
+            gaps.append(f"{case_}: {name}, {impl} ({shape_text(rs[0].shape)}): auto picks {auto.precision}, "
                         f"{best.speed / auto.speed - 1:.0%} slower than {best.precision}")
     return gaps
 

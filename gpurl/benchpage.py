@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 from fastcore.script import call_parse
-from .bench import Record, Results, in_unit
+from .bench import Record, Results, figure_text, in_unit, shape_text
 from .cli import UsageError, run_console
 
 # %% auto #0
@@ -187,13 +187,6 @@ def plot_floor_fractions(results: Results):
     return fig
 
 # %% ../nbs/24_benchpage.ipynb #d28816d9
-def _num(v: float | None) -> str:
-    "A figure for a table: whole numbers (thousands separated) from 100 on, else 3 significant digits."
-    if v is None: return ""
-    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
-
-def _shape_text(shape: dict) -> str: return ", ".join(f"{k}={v}" for k, v in shape.items())
-
 def _meta(records: Sequence[Record]) -> str: return "; ".join(sorted({f"{r.device}, torch {r.torch}, {r.date}" for r in records}))
 
 def _variant(r: Record) -> str:
@@ -211,11 +204,11 @@ def case_table(records: Sequence[Record]) -> str:
     rows = ["| measured | variant | shape | median | IQR | unit | x baseline | floor | of floor | peak MiB | note |",
             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
-        iqr = f"{_num(r.spread[0])}-{_num(r.spread[1])}" if r.spread else ""
+        iqr = f"{figure_text(r.spread[0])}-{figure_text(r.spread[1])}" if r.spread else ""
         frac = floor_fraction(r)
-        rows.append(f"| {r.name} | {_variant(r)} | {_shape_text(r.shape)} | {_num(r.median)} | {iqr} | {r.unit} | "
-                    f"{'' if r.ratio is None else f'{r.ratio:.2f}'} | {_num(floor_of(r))} | "
-                    f"{_percent(frac)} | {_num(r.peak_mib)} | {r.note} |")
+        rows.append(f"| {r.name} | {_variant(r)} | {shape_text(r.shape)} | {figure_text(r.median)} | {iqr} | {r.unit} | "
+                    f"{'' if r.ratio is None else f'{r.ratio:.2f}'} | {figure_text(floor_of(r))} | "
+                    f"{_percent(frac)} | {figure_text(r.peak_mib)} | {r.note} |")
     return "\n".join(rows)
 
 # %% ../nbs/24_benchpage.ipynb #bb36d0a0
@@ -232,7 +225,7 @@ def _largest(records: Sequence[Record]) -> str:
     rs = [r for r in records if r.ratio is not None and r.variant != r.baseline]
     if not rs: return "no speed-up measured"
     r = max(rs, key=lambda r: r.ratio)
-    return f"{r.ratio:.2f}x: {r.name}, {_variant(r)} vs {r.baseline} ({_shape_text(r.shape)})"
+    return f"{r.ratio:.2f}x: {r.name}, {_variant(r)} vs {r.baseline} ({shape_text(r.shape)})"
 
 def benchmarks_markdown(results: Results, stem: str = "h200") -> list[str]:
     "The benchmarks page as markdown cells, a function of the records only: title, how it was made, a summary line per case, a section per case."
@@ -321,9 +314,9 @@ class Pick:
     def text(self, results: Results) -> str:
         "The figure as the map prints it: measurement, variant, the picked shape, median and unit, speed-up over the baseline."
         r = self.find(results)
-        at = f" at {_shape_text(self.shape)}" if self.shape else ""
-        ratio = f", {_num(r.ratio)}x {r.baseline}" if r.ratio is not None and r.variant != r.baseline else ""
-        return f"{r.name}, {_variant(r)}{at}: {_num(r.median)} {r.unit}{ratio}"
+        at = f" at {shape_text(self.shape)}" if self.shape else ""
+        ratio = f", {figure_text(r.ratio)}x {r.baseline}" if r.ratio is not None and r.variant != r.baseline else ""
+        return f"{r.name}, {_variant(r)}{at}: {figure_text(r.median)} {r.unit}{ratio}"
 
 @dataclass
 class SeedRow:
