@@ -360,6 +360,6 @@ class _GreedyQ(nn.Module):
     def forward(self, obs: Tensor) -> Tensor: return self.net.q_values(obs).float()
 
 walkforward.register_model("dqn", DQNTrainer, DqnTrainerConfig, quickstart=dict(   # gpurl_train's small default
-    rainbow=dict(hidden=[64, 64], lr=3e-3, gamma=0.24, cql_alpha=0.47, target_update="polyak", tau=0.0031,  # swept (gpurl.sweep)
+    rainbow=dict(hidden=[16, 16], lr=3.2e-4, gamma=0.71, cql_alpha=0.26, target_update="polyak", tau=0.0024,  # swept (gpurl.sweep)
                  iqn_n=16, iqn_n_prime=16, iqn_k=8, iqn_embedding_dim=16),   # as the learning test below
-    env=dict(window=2), n_envs=16, steps_per_epoch=100, batch_size=32, warmup=320, replay_capacity=20_000))
+    env=dict(window=3), n_envs=16, steps_per_epoch=100, batch_size=32, warmup=320, replay_capacity=20_000))
