@@ -11,7 +11,7 @@ from typing import Callable, Mapping, NamedTuple
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from .hardware import MixedPrecisionConfig, cuda_graphs_available, default_device, capture_compile, capture_graph
+from .hardware import default_device, capture_compile, capture_graph
 from .rainbow import RainbowConfig, RainbowNetwork, c51_projection, cql_loss, factorised_noise_, quantile_huber_loss
 
 # %% auto #0
@@ -122,8 +122,7 @@ class RainbowLearner:
         self._eps_index = self._noise_index() if cfg.use_noisy_nets else None
         self.precision = cfg.precision_policy(dev)
         self.autocast_dtype = self.precision.dtype if self.precision.autocast else None
-        self.graphed = cfg.cuda_graph and cuda_graphs_available(dev)
-        self.compiled = bool(cfg.compile and self.graphed)    # what is captured is compiled first (CUDA)
+        self.graphed, self.compiled = cfg.graphed_on(dev), cfg.compiled_on(dev)   # what is captured is compiled first
         self._graph_step: Callable[[], dict[str, Tensor]] | None = None
         self._static: RainbowBatch | None = None
         self._core = capture_compile(self._update) if self.compiled else self._update

@@ -79,10 +79,18 @@ class RainbowConfig(Config):
         "The head the flags select: 'iqn', 'c51' or 'scalar'."
         return "iqn" if self.use_iqn else "c51" if self.use_distributional else "scalar"
 
+    def graphed_on(self, device: torch.device | str) -> bool:
+        "Whether a learner of this config runs captured steps on `device` (CUDA with `cuda_graph`)."
+        return self.cuda_graph and cuda_graphs_available(device)
+
+    def compiled_on(self, device: torch.device | str) -> bool:
+        "Whether a learner of this config compiles what it captures on `device` (`compile`, where it captures)."
+        return self.compile and self.graphed_on(device)
+
     def precision_policy(self, device: torch.device | str, precision: str | None = None) -> MixedPrecisionConfig:
         "The precision a learner of this config trains at on `device`; `precision` overrides the setting ('auto': what auto picks)."
-        compiled = self.compile and self.cuda_graph and cuda_graphs_available(device)   # as RainbowLearner compiles
-        return MixedPrecisionConfig.resolve(precision or self.precision, device, width=max(self.hidden), compiled=compiled)
+        return MixedPrecisionConfig.resolve(precision or self.precision, device, width=max(self.hidden),
+                                            compiled=self.compiled_on(device))
 
 # %% ../nbs/08_rainbow.ipynb #8b2f2f99
 def factorised_noise_(t: Tensor) -> Tensor:
