@@ -235,12 +235,12 @@ class MixedPrecisionConfig:
 
     @classmethod
     def resolve(cls, precision: str, device: torch.device | str, *, width: int | None = None, compiled: bool = False,
-                rows: int | None = None) -> MixedPrecisionConfig:
-        "A trainer's policy from its `precision` setting: 'auto' asks `detect` (fp16 becomes fp32: captured steps take no GradScaler); 'fp32', 'tf32', 'bf16' force one."
+                rows: int | None = None, scaler: bool = False) -> MixedPrecisionConfig:
+        "A trainer's policy from its `precision` setting: 'auto' asks `detect` (fp16 only where the trainer can run a GradScaler, `scaler`; else fp32); 'fp32', 'tf32', 'bf16' force one."
         device = torch.device(device)
         if precision == "auto":
             mp = cls.detect(device, width=width, compiled=compiled, rows=rows)
-            return cls(reason=mp.reason + "; fp16 needs loss scaling: fp32 instead") if mp.grad_scaler else mp
+            return cls(reason=mp.reason + "; fp16 needs loss scaling: fp32 instead") if mp.grad_scaler and not scaler else mp
         cuda = device.type == "cuda"
         if precision == "fp32": return cls(reason=f"{device.type}: fp32 (forced)")
         if precision == "tf32": return cls(tf32=cuda, reason=f"{device.type}: {'tf32' if cuda else 'fp32 (no TF32 off CUDA)'} (forced)")

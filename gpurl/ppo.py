@@ -98,7 +98,7 @@ class PpoTrainerConfig(Config):
     def precision_policy(self, device: torch.device | str, precision: str | None = None) -> MixedPrecisionConfig:
         "The precision this config trains at on `device`; `precision` overrides the setting ('auto': what auto picks)."
         return MixedPrecisionConfig.resolve(precision or self.precision, device, width=max(self.hidden),
-                                            rows=self.minibatch_size // self.grad_accum_steps)
+                                            rows=self.minibatch_size // self.grad_accum_steps, scaler=True)   # fp16: eager + GradScaler
 
 # %% ../nbs/11_ppo.ipynb #c9f0a5c6
 class ActorCritic(nn.Module):
