@@ -407,15 +407,12 @@ def resolve(name: str):
         return obj
     raise ValueError(f"{name}: no module of it can be imported")
 
-def seed_map_markdown(results: Results, rows: Sequence[SeedRow] = SEED_MAP, links: str = "docs") -> str:
-    "The seed map as a markdown table, figures from `results`; `links`: 'docs' (pages of the site) or 'notebooks' (nbs/ files, for the README)."
-    if links not in ("docs", "notebooks"): raise ValueError(f"links must be 'docs' or 'notebooks', got {links!r}")
-    href = page_name if links == "docs" else (lambda s: f"nbs/{s}.ipynb")
+def seed_map_markdown(results: Results, rows: Sequence[SeedRow] = SEED_MAP) -> str:
+    "The seed map as a markdown table, figures from `results`, each notebook linked to its page of the docs site."
     lines = ["| requirement | notebooks | public names | headline figures |", "|---|---|---|---|"]
     for row in rows:
-        nbs = ", ".join(f"[{s}]({href(s)})" for s in row.notebooks)
+        nbs = ", ".join(f"[{s}]({page_name(s)})" for s in row.notebooks)
         lines.append(f"| {row.requirement} | {nbs} | {', '.join(f'`{n}`' for n in row.names)} | {row.headline(results)} |")
-    bench = "benchmarks.html" if links == "docs" else "nbs/benchmarks.ipynb"
     return "\n".join(lines) + (f"\n\nFigures from the suite: `gpurl_bench --device cuda` on {_meta(results.records)} "
-                                f"(every figure, its baseline and its floor: [Benchmarks]({bench})); the others quoted from the "
+                                f"(every figure, its baseline and its floor: [Benchmarks](benchmarks.html)); the others quoted from the "
                                 f"results of the notebook named.")

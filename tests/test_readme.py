@@ -36,10 +36,8 @@ def test_ci_smoke_tests_the_torch_floor():
     assert re.search(r"torch>=\(\[0-9\.\]\+\)", ci) and "settings.ini" in ci and '"torch==$floor.0"' in ci
     assert re.search(r"requirements = torch>=[0-9.]+ ", (ROOT / "settings.ini").read_text())
 
-def test_readme_is_written_from_the_docs_home():
+def test_readme_is_written_from_the_docs_home(readme_writer):
     "README.md is what tools/write_readme.py makes of nbs/index.ipynb (its text, outputs and repository links)."
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("write_readme", ROOT / "tools" / "write_readme.py")
-    tool = importlib.util.module_from_spec(spec); spec.loader.exec_module(tool)
-    assert (ROOT / "README.md").read_text() == tool.render(), "README.md is stale: run python tools/write_readme.py"
-    assert "](learner.html)" not in tool.render() and "](nbs/08a_learner.ipynb)" in tool.render()
+    readme = readme_writer.render()
+    assert (ROOT / "README.md").read_text() == readme, "README.md is stale: run python tools/write_readme.py"
+    assert "](learner.html)" not in readme and "](nbs/08a_learner.ipynb)" in readme
