@@ -39,8 +39,8 @@ from .cli import UsageError, run_console
 
 # %% auto #0
 __all__ = ['PRECISIONS', 'CASES', 'HEADS', 'SEQUENCE_MODELS', 'WIDTH_SWEEPS', 'PEERS', 'time_calls', 'in_unit', 'Record',
-           'SkipCase', 'count_kernels', 'Bench', 'Case', 'case', 'figure_text', 'shape_text', 'Results', 'run',
-           'synthetic_splits', 'NaiveBatchedEnv', 'dqn_config', 'ppo_config', 'filled_replay', 'queue_gpu_work',
+           'SkipCase', 'count_kernels', 'Bench', 'Case', 'case', 'figure_text', 'shape_text', 'measured_on', 'Results',
+           'run', 'synthetic_splits', 'NaiveBatchedEnv', 'dqn_config', 'ppo_config', 'filled_replay', 'queue_gpu_work',
            'bench_checkpoint', 'bench_checkpoint_loop', 'bench_env_step', 'bench_vec_env', 'bench_collection',
            'bench_rainbow_update', 'bench_dqn', 'bench_ppo', 'sequence_config', 'ncps_peer', 'tft_peer',
            'train_step_rows', 'bench_sequence_model', 'bench_ssd', 'bench_ensemble', 'bench_distributed',
@@ -211,6 +211,10 @@ def shape_text(shape: dict) -> str:
     "A shape for a table: key=value pairs."
     return ", ".join(f"{k}={v}" for k, v in shape.items())
 
+def measured_on(records: Sequence[Record]) -> str:
+    "Where and when `records` were measured: each distinct 'device, torch version, date', sorted, joined by '; '."
+    return "; ".join(sorted({f"{r.device}, torch {r.torch}, {r.date}" for r in records}))
+
 @dataclass
 class Results:
     "The records of a suite run: a markdown table, JSON, a chart of the speed-ups; `save` writes all three."
@@ -218,7 +222,7 @@ class Results:
 
     def to_markdown(self) -> str:
         "One table row per record, the run's device, torch version and date above it."
-        head = sorted({f"{r.device}, torch {r.torch}, {r.date}" for r in self.records})
+        head = measured_on(self.records).split("; ")
         rows = ["| case | measured | variant | shape | median | IQR | unit | x baseline | baseline | peak MiB | note |", "|" + "---|" * 11]
         for r in self.records:
             iqr = f"{figure_text(r.spread[0])}-{figure_text(r.spread[1])}" if r.spread else ""
@@ -252,8 +256,7 @@ def plot(self: Results):
     ax.set_yticks(range(len(rs)), [f"{r.name}: {r.variant} ({shape_text(r.shape)})"[:90] for r in rs], fontsize=6)
     ax.axvline(1.0, color="k", lw=0.8); ax.set_xscale("log"); ax.invert_yaxis()
     ax.set_xlabel("speed-up over the baseline beside it (x)")
-    meta = sorted({f"{r.device}, torch {r.torch}, {r.date}" for r in self.records})
-    ax.set_title("; ".join(meta), fontsize=8)
+    ax.set_title(measured_on(self.records), fontsize=8)
     fig.tight_layout()
     return fig
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 from fastcore.script import call_parse
-from .bench import Record, Results, figure_text, in_unit, shape_text
+from .bench import Record, Results, figure_text, in_unit, measured_on, shape_text
 from .cli import UsageError, run_console
 
 # %% auto #0
@@ -182,13 +182,11 @@ def plot_floor_fractions(results: Results):
     ax.set_yticks(range(len(cases)), cases, fontsize=8); ax.invert_yaxis()
     ax.set_xscale("log"); ax.axvline(1.0, color="k", lw=0.8)
     ax.set_xlabel("fraction of the hardware floor's speed (grey: baselines and peers, blue: gpurl)")
-    ax.set_title("; ".join(sorted({f"{r.device}, torch {r.torch}, {r.date}" for r, _ in rows})), fontsize=8)
+    ax.set_title(measured_on([r for r, _ in rows]), fontsize=8)
     fig.tight_layout()
     return fig
 
 # %% ../nbs/24_benchpage.ipynb #d28816d9
-def _meta(records: Sequence[Record]) -> str: return "; ".join(sorted({f"{r.device}, torch {r.torch}, {r.date}" for r in records}))
-
 def _variant(r: Record) -> str:
     "The variant as the page shows it: 'auto' where precision='auto' picks it, 'baseline' on the row the ratios are against."
     tags = [t for t, on in (("auto", r.auto), ("baseline", r.variant == r.baseline)) if on]
@@ -232,7 +230,7 @@ def benchmarks_markdown(results: Results, stem: str = "h200") -> list[str]:
     if not results.records: raise ValueError("no records to write a page from: pass the Results of a gpurl_bench run")
     by_case = {c: [r for r in results.records if r.case == c] for c in results.cases()}
     source = f"nbs/benchmarks/{stem}.json"
-    cells = [f"# Benchmark results\n\n> Every figure of gpurl's benchmark suite on {_meta(results.records)}: each case beside its "
+    cells = [f"# Benchmark results\n\n> Every figure of gpurl's benchmark suite on {measured_on(results.records)}: each case beside its "
              f"naive baseline or peer, with its command and the hardware floor.",
              f"This page is written by `gpurl_benchpage {source} --out nbs` from the records `gpurl_bench --device cuda` saved "
              f"in `{source}` (`gpurl.benchpage`; do not edit it by hand: run the suite, then that command). Each figure is the "
@@ -248,7 +246,7 @@ def benchmarks_markdown(results: Results, stem: str = "h200") -> list[str]:
     for c, rs in by_case.items():
         floor = FLOORS.get(c)
         baselines = ", ".join(dict.fromkeys(r.baseline for r in rs if r.baseline))
-        cells.append(f"## {c}\n\n```sh\n{command(c)}\n```\n\n{_meta(rs)}. Baselines and peers: {baselines or 'none'}.\n\n"
+        cells.append(f"## {c}\n\n```sh\n{command(c)}\n```\n\n{measured_on(rs)}. Baselines and peers: {baselines or 'none'}.\n\n"
                      f"**Floor.** {floor.text if floor else 'Not computed.'}\n\n{case_table(rs)}\n\n"
                      f"![speed-ups of {c} over its baselines]({chart_path(stem, c)})")
     return cells
@@ -413,6 +411,6 @@ def seed_map_markdown(results: Results, rows: Sequence[SeedRow] = SEED_MAP) -> s
     for row in rows:
         nbs = ", ".join(f"[{s}]({page_name(s)})" for s in row.notebooks)
         lines.append(f"| {row.requirement} | {nbs} | {', '.join(f'`{n}`' for n in row.names)} | {row.headline(results)} |")
-    return "\n".join(lines) + (f"\n\nFigures from the suite: `gpurl_bench --device cuda` on {_meta(results.records)} "
+    return "\n".join(lines) + (f"\n\nFigures from the suite: `gpurl_bench --device cuda` on {measured_on(results.records)} "
                                 f"(every figure, its baseline and its floor: [Benchmarks](benchmarks.html)); the others quoted from the "
                                 f"results of the notebook named.")
