@@ -4,7 +4,7 @@
 
 # %% ../nbs/23_bench.ipynb #49c6230f
 from __future__ import annotations
-import dataclasses, datetime, functools, gc, importlib, inspect, json, math, statistics, tempfile, time, warnings
+import dataclasses, datetime, functools, gc, importlib, json, math, statistics, tempfile, time, warnings
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path

@@ -5,7 +5,7 @@ repository root after executing index.ipynb; tests/test_readme.py checks that RE
 
     python tools/write_readme.py
 """
-import json, re, sys
+import json, re
 from pathlib import Path
 
 from gpurl.benchpage import page_name
@@ -58,4 +58,3 @@ def render(index: Path = NBS / "index.ipynb") -> str:
 
 if __name__ == "__main__":
     (ROOT / "README.md").write_text(render())
-    sys.exit(0)
