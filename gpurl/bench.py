@@ -709,7 +709,7 @@ def bench_ssd(b: Bench) -> None:
 # %% ../nbs/23_bench.ipynb #5c7896d3
 @case("ensemble")
 def bench_ensemble(b: Bench) -> None:
-    "K members' outputs for one batch (us a call): EnsembleRunner eager and captured, torch.func vmap, vs the members one after another."
+    "K members' outputs for one batch (us a call): EnsembleRunner eager, captured with batched and (CUDA) fused layers, torch.func vmap, vs the members one after another."
     try: runner_cls = importlib.import_module("gpurl.ensemble").EnsembleRunner
     except (ImportError, AttributeError):
         raise SkipCase("gpurl.ensemble.EnsembleRunner is not in this build: the case measures once it is") from None
@@ -725,9 +725,11 @@ def bench_ensemble(b: Bench) -> None:
         timed("members one after another fp32", lambda: torch.stack([m(x) for m in members]), baseline=True)
         timed("torch.func vmap fp32", lambda: vmapped(params, buffers, x))
         for p in b.precisions(*PRECISIONS):
-            for captured in ((False, True) if b.cuda else (False,)):
-                runner = runner_cls(members, p, cuda_graph=captured)
-                timed(f"EnsembleRunner {'captured' if captured else 'eager'}", lambda: runner(x), precision=p)
+            for captured, fused in (((False, None), (True, False), (True, None)) if b.cuda else ((False, None),)):
+                runner = runner_cls(members, p, cuda_graph=captured, fused=fused)
+                if captured and fused is None and not runner.fused: continue      # no Triton: the batched run is the runner's
+                how = "eager" if not captured else "captured" if runner.fused else "captured, batched layers"
+                timed(f"EnsembleRunner {how}", lambda: runner(x), precision=p)
 
 # %% ../nbs/23_bench.ipynb #57ab4924
 @case("distributed")

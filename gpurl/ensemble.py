@@ -13,11 +13,16 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 from fastcore.basics import patch
-from .hardware import capture_graph, cuda_graphs_available
+from .hardware import capture_graph, cuda_graphs_available, triton_dot_precision
 from .rainbow import NoisyLinear, RainbowNetwork
 from .ppo import ActorCritic
 from .supervised import BarMLP, PositionPolicy
 from .registry import Policy, load_policy
+try:  # ships with CUDA builds of PyTorch; without it CUDA runs every layer as a batched matmul
+    import triton
+    import triton.language as tl
+except ImportError:
+    triton = None
 
 # %% auto #0
 __all__ = ['IDENTITY', 'RELU', 'TANH', 'STEP_OPS', 'PRECISIONS', 'AGGREGATIONS', 'Step', 'register_steps', 'member_steps',
@@ -172,19 +177,98 @@ def _policy_steps(p: Policy) -> list[Step] | None:
     if algo == "ppo" and isinstance(net, ActorCritic): return actor_steps(net)          # the card says: actor logits
     return member_steps(p.model)
 
+# %% ../nbs/19b_ensemble.ipynb #3b2e74d9
+_FUSED_ACTS = {"identity": 0, "relu": 1, "tanh": 2, "sigmoid": 3}   # activation -> the kernel's ACT code
+_FUSED_MAX_WIDTH = 256         # widths a fused segment holds on chip whole: its register-resident input and its output
+
+if triton is not None:
+    @triton.jit
+    def _act(h, ACT: tl.constexpr):
+        "The activation of code ACT (`_FUSED_ACTS`) applied elementwise."
+        if ACT == 1: h = tl.maximum(h, 0.0)
+        elif ACT == 2: h = 2.0 * tl.sigmoid(2.0 * h) - 1.0
+        elif ACT == 3: h = tl.sigmoid(h)
+        return h
+
+    @triton.jit
+    def _segment_kernel(x, w0, b0, wm, bm, wo, bo, y, B, D0, DA, DM, DO, s_xk, s_xb,
+                        LAYERS: tl.constexpr, A0: tl.constexpr, AM: tl.constexpr, AO: tl.constexpr,
+                        BM: tl.constexpr, BK: tl.constexpr, AP: tl.constexpr, BN: tl.constexpr, OP: tl.constexpr,
+                        PREC: tl.constexpr):
+        "BM rows of member k through 2 or 3 layers, nothing written between them: a = x (2) or act0(x w0 + b0) (3), then out = actO(sum_n actM(a wm[:, n] + bm[n]) wo[n] + bo)."
+        k, rm = tl.program_id(0), tl.program_id(1) * BM + tl.arange(0, BM)
+        mm, ra, ro = rm < B, tl.arange(0, AP), tl.arange(0, OP)
+        xk = x + k * s_xk + rm[:, None] * s_xb
+        if LAYERS == 3:                                     # the first layer over the input in chunks of BK columns
+            a = tl.zeros((BM, AP), dtype=tl.float32)
+            for k0 in range(0, D0, BK):
+                rk = k0 + tl.arange(0, BK)
+                xt = tl.load(xk + rk[None, :], mask=mm[:, None] & (rk[None, :] < D0), other=0.0)
+                wt = tl.load(w0 + k * D0 * DA + rk[:, None] * DA + ra[None, :], mask=(rk[:, None] < D0) & (ra[None, :] < DA), other=0.0)
+                a = tl.dot(xt, wt, a, input_precision=PREC)
+            a = _act(a + tl.load(b0 + k * DA + ra, mask=ra < DA, other=0.0)[None, :], A0).to(y.dtype.element_ty)
+        else:
+            a = tl.load(xk + ra[None, :], mask=mm[:, None] & (ra[None, :] < DA), other=0.0)
+        acc = tl.zeros((BM, OP), dtype=tl.float32)
+        for n0 in range(0, DM, BN):                         # the middle layer in chunks of BN units, folded into the last
+            rn = n0 + tl.arange(0, BN)
+            w = tl.load(wm + k * DA * DM + ra[:, None] * DM + rn[None, :], mask=(ra[:, None] < DA) & (rn[None, :] < DM), other=0.0)
+            h = tl.dot(a, w, input_precision=PREC) + tl.load(bm + k * DM + rn, mask=rn < DM, other=0.0)[None, :]
+            h = _act(h, AM).to(y.dtype.element_ty)
+            w = tl.load(wo + k * DM * DO + rn[:, None] * DO + ro[None, :], mask=(rn[:, None] < DM) & (ro[None, :] < DO), other=0.0)
+            acc = tl.dot(h, w, acc, input_precision=PREC)
+        out = _act(acc + tl.load(bo + k * DO + ro, mask=ro < DO, other=0.0)[None, :], AO)
+        tl.store(y + (k * B + rm[:, None]) * DO + ro[None, :], out.to(y.dtype.element_ty), mask=mm[:, None] & (ro[None, :] < DO))
+
+def _fused_linears(h: Tensor, acts: tuple, *layers: Tensor) -> Tensor:
+    "2 or 3 stacked layers (K, N, in) -> (K, N, out) in one Triton launch; `layers`: each one's W.T (K, in, out) and bias (K, out)."
+    if h.stride(-1) != 1: h = h.contiguous()
+    K, N, D0 = h.shape
+    w, b = layers[0::2], layers[1::2]
+    DA, DM, DO = (w[0].shape[2], w[1].shape[2], w[2].shape[2]) if len(w) == 3 else (D0, w[0].shape[2], w[1].shape[2])
+    y = h.new_empty(K, N, DO)
+    BM = 16 if N <= 16 else 32 if N <= 1024 else 64
+    p2 = lambda n: max(16, triton.next_power_of_2(n))
+    prec = triton_dot_precision(h.dtype)
+    codes = [_FUSED_ACTS[a[0]] for a in acts]
+    _segment_kernel[(K, triton.cdiv(N, BM))](
+        h, w[0], b[0], w[-2], b[-2], w[-1], b[-1], y, N, D0, DA, DM, DO, h.stride(0), h.stride(1),
+        LAYERS=len(w), A0=codes[0], AM=codes[-2], AO=codes[-1], BM=BM, BK=min(64, p2(D0)), AP=p2(DA), BN=32, OP=p2(DO),
+        PREC=prec, num_warps=4 if BM <= 32 else 8)
+    return y
+
+
+def _fusable_run(steps: Sequence[Step], i: int) -> int:
+    "How many steps from `steps[i]` on one fused kernel runs: 3 or 2 linear layers whose whole widths fit on chip, else 1 (batched)."
+    for n in (3, 2):
+        run = steps[i:i + n]
+        if len(run) < n or any(s.op != "linear" or s.args[0][0] not in _FUSED_ACTS for s in run): continue
+        (out0, in0), out_last = run[0].tensors[0].shape, run[-1].tensors[0].shape[0]
+        if max(out0 if n == 3 else in0, out_last) <= _FUSED_MAX_WIDTH: return n
+    return 1
+
 # %% ../nbs/19b_ensemble.ipynb #96bab94b
 class _Stacked:
-    "Members of one stackable architecture: their step tensors stacked (K, ...), one batched kernel per step."
+    "Members of one stackable architecture: their step tensors stacked (K, ...), one batched kernel per step (`fused`: runs of linear layers one Triton kernel)."
     path = "stacked"
-    def __init__(self, plans: list[list[Step]], dtype: torch.dtype, device: torch.device):
-        def stack(i: int, s: Step) -> tuple[Tensor, ...]:
-            dt = torch.float32 if s.op in _FP32_TENSORS else dtype
-            return tuple(torch.stack([p[i].tensors[j] for p in plans]).to(device, dt) for j in range(len(s.tensors)))
-        self.k, self.steps = len(plans), [(s.op, s.args, stack(i, s)) for i, s in enumerate(plans[0])]
+    def __init__(self, plans: list[list[Step]], dtype: torch.dtype, device: torch.device, fused: bool = False):
+        def stack(i: int) -> tuple[Tensor, ...]:
+            dt = torch.float32 if steps[i].op in _FP32_TENSORS else dtype
+            return tuple(torch.stack([p[i].tensors[j] for p in plans]).to(device, dt) for j in range(len(steps[i].tensors)))
+        def fused_layer(i: int) -> tuple[Tensor, Tensor]:
+            w, *b = stack(i)                             # W.T (K, in, out) for the kernel; a layer without bias adds zeros
+            return w.mT.contiguous(), b[0] if b else w.new_zeros(w.shape[:2])
+        steps, self.k, self.steps, i = plans[0], len(plans), [], 0   # steps: (function, static args, stacked tensors)
+        while i < len(steps):
+            n = _fusable_run(steps, i) if fused else 1
+            if n == 1: self.steps.append((STEP_OPS[steps[i].op], steps[i].args, stack(i)))
+            else: self.steps.append((_fused_linears, (tuple(s.args[0] for s in steps[i:i + n]),),
+                                     tuple(t for j in range(i, i + n) for t in fused_layer(j))))
+            i += n
 
     def __call__(self, x: Tensor) -> Tensor:
         h = x.expand(self.k, *x.shape)                   # one input read by every member: a stride-0 view, no copy
-        for op, args, ts in self.steps: h = STEP_OPS[op](h, *args, *ts)
+        for fn, args, ts in self.steps: h = fn(h, *args, *ts)
         return h
 
 class _Vmapped:
@@ -220,7 +304,7 @@ def _device_of(m: nn.Module) -> torch.device:
 class EnsembleRunner:
     "K members' outputs (K, B, ...) at once: stacked per architecture, architectures on parallel CUDA streams, a CUDA graph per batch size."
     def __init__(self, models: Iterable[nn.Module], precision: str = "fp32", device: str | torch.device | None = None,
-                 cuda_graph: bool = True):
+                 cuda_graph: bool = True, fused: bool | None = None):
         models = list(models)
         if not models: raise ValueError("EnsembleRunner needs at least one member: pass a list of nn.Modules "
                                         "(e.g. load_policy(path) for each checkpoint, or use EnsembleRunner.from_checkpoints)")
@@ -229,6 +313,12 @@ class EnsembleRunner:
         if precision not in PRECISIONS: raise ValueError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
         self.precision, self.dtype, self.n_members = precision, PRECISIONS[precision], len(models)
         self.device = torch.device(device) if device is not None else _device_of(models[0])
+        can_fuse = self.device.type == "cuda" and triton is not None
+        if fused and not can_fuse:
+            why = "Triton is not installed" if self.device.type == "cuda" else f"the device is {self.device}"
+            raise ValueError(f"fused=True runs Triton kernels on CUDA, but {why}: leave fused=None (fused where it can be) "
+                             "or pass fused=False")
+        self.fused = can_fuse if fused is None else bool(fused)
         members = [copy.deepcopy(m).eval().requires_grad_(False) for m in models]   # eval-mode snapshots
         plans = [member_steps(m) for m in members]
         self.in_features = self._check_widths(members, plans)
@@ -259,7 +349,7 @@ def _build_groups(self: EnsembleRunner, members: list[nn.Module], plans: list[li
         by_key.setdefault(key, []).append(i)
     self.groups, self.group_members = [], list(by_key.values())
     for (kind, _), ix in by_key.items():
-        if kind == "stacked": self.groups.append(_Stacked([plans[i] for i in ix], self.dtype, self.device)); continue
+        if kind == "stacked": self.groups.append(_Stacked([plans[i] for i in ix], self.dtype, self.device, self.fused)); continue
         ms = [members[i].to(self.device, self.dtype) for i in ix]
         self.groups.append(_Vmapped(ms) if len(ms) > 1 else _Loop(ms))
     order = [i for ix in self.group_members for i in ix]         # the member of each row of the groups' outputs
@@ -277,7 +367,7 @@ def paths(self: EnsembleRunner) -> list[str]:
 def __repr__(self: EnsembleRunner) -> str:
     groups = ", ".join(f"{g.path} x{len(ix)}" for g, ix in zip(self.groups, self.group_members))
     return (f"EnsembleRunner({self.n_members} members: {groups}; in_features={self.in_features}, "
-            f"precision={self.precision}, device={self.device}, cuda_graph={self.cuda_graph})")
+            f"precision={self.precision}, device={self.device}, cuda_graph={self.cuda_graph}, fused={self.fused})")
 
 # %% ../nbs/19b_ensemble.ipynb #2f55698c
 @patch

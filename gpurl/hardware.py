@@ -15,8 +15,8 @@ import torch
 # %% auto #0
 __all__ = ['GiB', 'KNOWN_BUDGETS', 'BF16_MIN_WIDTH', 'BF16_MIN_ROWS', 'default_device', 'is_cuda', 'cuda_graphs_available',
            'device_name', 'seed_everything', 'align_to_tensor_cores', 'HardwareBudget', 'auto_batch_size',
-           'MixedPrecisionConfig', 'TrainerGlobals', 'rng_state', 'set_rng_state', 'capture_compile', 'capture_graph',
-           'gpurl_info']
+           'MixedPrecisionConfig', 'triton_dot_precision', 'TrainerGlobals', 'rng_state', 'set_rng_state',
+           'capture_compile', 'capture_graph', 'gpurl_info']
 
 # %% ../nbs/00_hardware.ipynb #164dcc45
 def default_device() -> torch.device:
@@ -266,6 +266,11 @@ class MixedPrecisionConfig:
         torch.backends.cuda.matmul.allow_tf32 = self.tf32
         torch.backends.cudnn.allow_tf32 = self.tf32
         return self
+
+# %% ../nbs/00_hardware.ipynb #85688825
+def triton_dot_precision(dtype: torch.dtype = torch.float32) -> str:
+    "The `input_precision` of a Triton kernel's dots on `dtype` inputs under PyTorch's TF32 switch: 'tf32' where TF32 matmuls are allowed (or the inputs are not float32), else 'tf32x3' (float32 accuracy)."
+    return "tf32x3" if dtype == torch.float32 and not torch.backends.cuda.matmul.allow_tf32 else "tf32"
 
 # %% ../nbs/00_hardware.ipynb #835882f2
 class TrainerGlobals:

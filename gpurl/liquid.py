@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from fastcore.basics import patch
 from .config import config_error
-from .hardware import align_to_tensor_cores, capture_compile
+from .hardware import align_to_tensor_cores, capture_compile, triton_dot_precision
 from .env import EnvConfig
 from .supervised import SupervisedConfig, SupervisedTrainer
 from .tlob import EVENTS_PER_YEAR, BiN
@@ -134,7 +134,6 @@ def _cfc_backward_loop(dY: Tensor, S: Tensor, A: Tensor, w_h: Tensor, w_head: Te
     return torch.stack(dqs[::-1], 1), torch.stack(dps[::-1], 1), dh
 
 # %% ../nbs/13_liquid.ipynb #c4114994
-_CFC_FP32_DOTS = "tf32x3"             # TF32 off: three TF32 products a dot, fp32 accuracy (H200: 2.3x faster than "ieee")
 _CFC_ROWS, _CFC_WARPS = 16, 8      # sequences and warps per program of the persistent CfC kernels (H200: best of 16/32 rows, 4/8/16 warps)
 
 if triton is not None:
@@ -229,7 +228,7 @@ class _CfcSequence(torch.autograd.Function):
     @staticmethod
     @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)
     def forward(ctx, u, h0, ts, w_h, w_head, b_head):
-        ctx.prec = "tf32" if torch.backends.cuda.matmul.allow_tf32 else _CFC_FP32_DOTS
+        ctx.prec = triton_dot_precision()
         run = _cfc_forward_triton if u.is_cuda else _cfc_forward_loop
         Y, S, A = run(u, h0, ts, w_h, w_head, b_head, **({"prec": ctx.prec} if u.is_cuda else {}))
         ctx.save_for_backward(h0, Y, S, A, w_h, w_head)

@@ -21,7 +21,7 @@ from .supervised import SupervisedConfig, SupervisedTrainer
 from . import walkforward
 
 # %% auto #0
-__all__ = ['QUANTILES', 'N_CALENDAR', 'check_quantiles', 'quantile_loss', 'GatedLinearUnit', 'GateAddNorm',
+__all__ = ['QUANTILES', 'N_CALENDAR', 'check_quantiles', 'quantile_loss', 'elu', 'GatedLinearUnit', 'GateAddNorm',
            'GatedResidualNetwork', 'VariableSelection', 'decoder_mask', 'InterpretableAttention',
            'TemporalFusionTransformer', 'known_future_calendar', 'next_returns', 'tft_inputs', 'TftBarNet', 'TftConfig',
            'TftTrainer']
@@ -46,6 +46,21 @@ def quantile_loss(forecast: Tensor, target: Tensor, quantiles: Sequence[float]) 
     return torch.maximum(q * e, (q - 1) * e).mean()
 
 # %% ../nbs/15_tft.ipynb #0ae5ac75
+class _ExpLinear(torch.autograd.Function):
+    "ELU (alpha 1) as (exp(min(x, 0)) - 1) + max(x, 0), keeping exp(min(x, 0)), its derivative, for the backward pass."
+    @staticmethod
+    def forward(ctx, x: Tensor) -> Tensor:
+        e = x.clamp(max=0).exp_()
+        ctx.save_for_backward(e)
+        return (e - 1).add_(x.clamp(min=0))              # e - 1 is exactly 0 where x > 0
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> Tensor: return grad * ctx.saved_tensors[0]
+
+def elu(x: Tensor) -> Tensor:
+    "ELU (alpha 1): vectorised passes on the CPU (`_ExpLinear`, 4-5x torch's CPU kernel); `F.elu` on CUDA, where the stages compile."
+    return F.elu(x) if x.is_cuda else _ExpLinear.apply(x)
+
 class GatedLinearUnit(nn.Module):
     "GLU(x) = (W5 x + b5) * sigmoid(W4 x + b4) (Lim et al. eq. 5), dropout on its input: one Linear of both halves."
     def __init__(self, d_in: int, d_out: int, dropout: float = 0.0):
@@ -76,7 +91,7 @@ class GatedResidualNetwork(nn.Module):
     def gated(self, h: Tensor, skip: Tensor, c: Tensor | None = None) -> Tensor:
         "The GRN after its input layers: h = W2 a + b2 and skip(a) given (`VariableSelection` computes them cheaply)."
         if c is not None: h = h + self.context(c)
-        return self.gate(self.fc1(F.elu(h)), skip)
+        return self.gate(self.fc1(elu(h)), skip)
 
 # %% ../nbs/15_tft.ipynb #e8e1dcd6
 class VariableSelection(nn.Module):
@@ -99,7 +114,7 @@ class VariableSelection(nn.Module):
         g = self.weights
         v = torch.softmax(g.gated(self._on_embeddings(g.fc2, x), self._on_embeddings(g.skip, x), context), -1)
         w2, b2 = torch.einsum("vi,vij->vj", self.embed_w, self.w2), torch.einsum("vi,vij->vj", self.embed_b, self.w2) + self.b2
-        h = torch.einsum("...vi,vij->...vj", F.elu(x.unsqueeze(-1) * w2 + b2), self.w1) + self.b1   # W2 xi folded into the embedding
+        h = torch.einsum("...vi,vij->...vj", elu(x.unsqueeze(-1) * w2 + b2), self.w1) + self.b1   # W2 xi folded into the embedding
         g = torch.einsum("...vi,vij->...vj", self.dropout(h), self.wg) + self.bg
         y = F.layer_norm(xi + F.glu(g, -1), (self.d,)) * self.norm_w + self.norm_b   # each variable's GRN, eq. 7
         return (v.unsqueeze(-1) * y).sum(-2), v
