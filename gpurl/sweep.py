@@ -4,7 +4,7 @@
 
 # %% ../nbs/22_sweep.ipynb #da4de4e4
 from __future__ import annotations
-import contextlib, dataclasses, json, math, os, shlex, signal, socket, sys, threading, time, warnings
+import contextlib, dataclasses, json, math, os, shlex, signal, socket, statistics, sys, threading, time, warnings
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
@@ -23,15 +23,16 @@ from .checkpoint import atomic_write_bytes
 from .metrics import (sharpe_ratio, deflated_sharpe_ratio, effective_trials, expected_max_sharpe)
 from .walkforward import DriverConfig, train_walk_forward
 from .registry import get_model
-from .rundir import RunConfig, write_json
+from .rundir import DEFAULT_DATA, RunConfig, write_json
 from .run import Run, load_run
 from .cli import UsageError, resolve, run_console, train
 
 # %% auto #0
-__all__ = ['DEFAULT_SPACES', 'searchable', 'check_space', 'read_space', 'suggest', 'validate_settings', 'open_storage',
-           'fail_orphans', 'counted', 'trials_done', 'objective', 'run_sweep_trials', 'deflate_trials', 'plan_sweep',
-           'open_study', 'Sweep', 'sweep', 'trials_frame', 'importances', 'sweep_results', 'verdict', 'plot_history',
-           'plot_importance', 'write_sweep_report', 'gpurl_sweep']
+__all__ = ['DEFAULT_SPACES', 'searchable', 'check_space', 'read_space', 'suggest', 'validate_settings', 'on_market',
+           'read_markets', 'validate_markets', 'open_storage', 'fail_orphans', 'counted', 'trials_done', 'objective',
+           'run_sweep_trials', 'deflate_trials', 'plan_sweep', 'open_study', 'Sweep', 'sweep', 'trials_frame',
+           'importances', 'market_results', 'sweep_results', 'verdict', 'plot_history', 'plot_importance',
+           'write_sweep_report', 'gpurl_sweep']
 
 # %% ../nbs/22_sweep.ipynb #90ca28ff
 DEFAULT_SPACES = {
@@ -187,8 +188,45 @@ def validate_settings(flags: dict, config: dict, on_epoch_end=None) -> dict:
     r = torch.cat([f.test_returns.cpu() for f in wf.folds]).double()
     bars_ = [b for f in wf.folds for b in f.bar_index]              # the val bars they were earned on (index into the bars)
     return {"val_sharpe": wf.test["sharpe"], "val_bh_sharpe": wf.test_buy_and_hold["sharpe"], "val_returns": r, "val_bars": bars_,
-            "epochs": sum(f.epochs_run for f in wf.folds), "seconds": time.perf_counter() - t0,
+            "folds": len(wf.folds), "epochs": sum(f.epochs_run for f in wf.folds), "seconds": time.perf_counter() - t0,
             "periods_per_year": rc.annualisation()[0]}
+
+# %% ../nbs/22_sweep.ipynb #bdbe789f
+def on_market(config: dict, market: int | None) -> dict:
+    "`config` with its synthetic data's seed set to `market` (None: `config` as it is)."
+    if market is None: return config
+    return {**config, "synthetic": {**config.get("synthetic", {}), "seed": market}}
+
+def read_markets(markets, data: str, base: dict | None = None) -> list[int] | None:
+    "--markets: synthetic seeds as '1,3' (or from Python a list of ints; None: the one market of the flags and --config), checked."
+    if markets is None: return None
+    parts = markets.split(",") if isinstance(markets, str) else list(markets) if isinstance(markets, (list, tuple)) else [markets]
+    where = f"--markets {','.join(map(str, parts))}"
+    ok = lambda p: (isinstance(p, int) and not isinstance(p, bool) and p >= 0) or (isinstance(p, str) and p.strip().isdigit())
+    if not parts or not all(map(ok, parts)):
+        raise UsageError(f"{where}: give the seeds of synthetic markets, integers >= 0 separated by commas, such as --markets 1,3")
+    seeds = [int(p) for p in parts]
+    twice = sorted({s for s in seeds if seeds.count(s) > 1})
+    if twice: raise UsageError(f"{where}: seed(s) {twice} listed twice would weigh their market double: list each once")
+    if data not in DEFAULT_DATA.values():
+        raise UsageError(f"{where} averages over synthetic markets, and --data {data} is one real series: drop --markets or --data")
+    if "seed" in (base or {}).get("synthetic", {}):
+        raise UsageError(f"{where} sets the synthetic market's seed: drop \"seed\" from --config's \"synthetic\" section")
+    return seeds
+
+def validate_markets(flags: dict, config: dict, markets: list[int] | None, on_epoch_end=None) -> dict:
+    "One trial on each market (None: the flags' one): `validate_settings` per market, the mean validation Sharpe, each market's, the returns concatenated."
+    rs = []
+    for i, m in enumerate(markets or [None]):
+        first_fold = i * rs[0]["folds"] if rs else 0               # market i's fold k: fold i x folds + k to the hook
+        hook = None if on_epoch_end is None else (lambda fold, epoch, met, f0=first_fold: on_epoch_end(f0 + fold, epoch, met))
+        rs.append(validate_settings(flags, on_market(config, m), hook))
+    if markets is None: return {**rs[0], "market_val_sharpe": None}
+    return {"val_sharpe": statistics.mean(r["val_sharpe"] for r in rs), "val_bh_sharpe": statistics.mean(r["val_bh_sharpe"] for r in rs),
+            "val_returns": torch.cat([r["val_returns"] for r in rs]),
+            "val_bars": [f"{m}:{b}" for m, r in zip(markets, rs) for b in r["val_bars"]],
+            "folds": sum(r["folds"] for r in rs), "epochs": sum(r["epochs"] for r in rs), "seconds": sum(r["seconds"] for r in rs),
+            "periods_per_year": rs[0]["periods_per_year"], "market_val_sharpe": {m: r["val_sharpe"] for m, r in zip(markets, rs)}}
 
 # %% ../nbs/22_sweep.ipynb #b0aaf98c
 @contextmanager
@@ -246,8 +284,8 @@ def trials_done(study) -> int:
 class _Surplus(Exception):
     "A trial begun when N were already under way (workers raced for the last one): recorded failed, never counted."
 
-def objective(trial, flags: dict, base: dict, space: dict, n_trials: int, epochs: int) -> float:
-    "One Optuna trial: settings from the space over `base`, scored by the stitched validation Sharpe; pruned on the per-epoch val Sharpe."
+def objective(trial, flags: dict, base: dict, space: dict, n_trials: int, epochs: int, markets: list[int] | None = None) -> float:
+    "One Optuna trial: settings from the space over `base`, scored by the stitched validation Sharpe (mean over `markets`); pruned on the per-epoch val Sharpe."
     ahead = [t for t in trial.study.get_trials(deepcopy=False)
              if t.number < trial.number and (counted(t) or t.state == TrialState.RUNNING)]
     if len(ahead) >= n_trials:
@@ -259,10 +297,11 @@ def objective(trial, flags: dict, base: dict, space: dict, n_trials: int, epochs
         trial.report(m["val_sharpe"], fold * epochs + epoch)
         if trial.should_prune():
             raise optuna.TrialPruned(f"fold {fold} epoch {epoch}: val Sharpe {m['val_sharpe']:.2f} below the median of the trials")
-    try: r = validate_settings(flags, config, on_epoch_end)
+    try: r = validate_markets(flags, config, markets, on_epoch_end)
     except UsageError as e:
         trial.set_user_attr("rejected", str(e)); raise
     for k in ("val_bh_sharpe", "epochs", "seconds", "periods_per_year"): trial.set_user_attr(k, r[k])
+    if markets is not None: trial.set_user_attr("market_val_sharpe", {str(m): v for m, v in r["market_val_sharpe"].items()})
     trial.set_user_attr("val_returns", r["val_returns"].tolist())    # for the trials' correlation (the deflation)
     trial.set_user_attr("val_bars", r["val_bars"])
     return r["val_sharpe"]
@@ -295,7 +334,7 @@ class _HeldSignals:
         if self.got: n = self.got[0]; self.got.clear(); raise KeyboardInterrupt(f"signal {n}")
 
 def run_sweep_trials(study, flags: dict, base: dict, space: dict, n_trials: int, epochs: int, seed: int = 0,
-                     worker: bool = False, progress: bool = True) -> None:
+                     worker: bool = False, progress: bool = True, markets: list[int] | None = None) -> None:
     "Run trials until the study holds `n_trials` counted ones (a worker: until all are under way), with a progress bar."
     trials = lambda: study.get_trials(deepcopy=False)
     study.sampler = optuna.samplers.TPESampler(seed=seed + len(trials()) + (os.getpid() if worker else 0))
@@ -320,7 +359,7 @@ def run_sweep_trials(study, flags: dict, base: dict, space: dict, n_trials: int,
                 if done + running >= n_trials: time.sleep(1.0); continue    # other workers finish the last ones
                 def trial_fn(trial):
                     held.arm()                                          # an interrupt held since ask: this trial fails
-                    try: return objective(trial, flags, base, space, n_trials, epochs)
+                    try: return objective(trial, flags, base, space, n_trials, epochs, markets)
                     finally: held.hold()
                 study.optimize(trial_fn, n_trials=1, catch=(UsageError, _Surplus))
             finally: held.release()
@@ -351,16 +390,19 @@ def _read_base(config) -> dict:
     if config is None: return {}
     return dict(config) if isinstance(config, dict) else json.loads(Path(config).read_text())
 
-def plan_sweep(flags: dict, config=None, space=None, trials: int = 20, device: str | None = None) -> tuple[dict, RunConfig]:
+def plan_sweep(flags: dict, config=None, space=None, trials: int = 20, device: str | None = None,
+               markets=None) -> tuple[dict, RunConfig]:
     "Check a sweep's inputs and resolve them into its settings (what a study records and every worker must share); writes nothing."
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise UsageError(f"--trials must be an integer >= 1, got {trials!r}")
     rc, _ = resolve(**flags, config=config, device=device)
     base = _read_base(config)
+    ms = read_markets(markets, rc.data, base)
     given = {**{k: v for k, v in flags.items() if v is not None}, "algo": rc.algo, "data": rc.data}   # a file: its absolute path
-    settings = {"flags": given, "config": base,
+    prints = [resolve(**flags, config=on_market(base, m), device=device)[0].data_info["fingerprint"] for m in ms or []]
+    settings = {"flags": given, "config": base, **({"markets": ms} if ms else {}),
                 "space": read_space(space, rc.algo, base), "trials": trials, "epochs": rc.epochs,
-                "fingerprint": rc.data_info["fingerprint"]}
+                "fingerprint": prints or rc.data_info["fingerprint"]}
     return json_safe(settings), rc
 
 # %% ../nbs/22_sweep.ipynb #45869e95
@@ -386,17 +428,23 @@ def open_study(storage: optuna.storages.RDBStorage, name: str, settings: dict | 
 def _command(settings: dict, tool: str = "gpurl_sweep") -> str:
     "The command line of a sweep's settings (its --config and --space as the JSON they hold)."
     args = [tool] + [a for k, v in settings["flags"].items() for a in (f"--{k}", str(v))]
-    return " ".join(shlex.quote(a) for a in args + ["--trials", str(settings["trials"])])
+    markets = ["--markets", ",".join(map(str, settings["markets"]))] if settings.get("markets") else []
+    return " ".join(shlex.quote(a) for a in args + markets + ["--trials", str(settings["trials"])])
 
 # %% ../nbs/22_sweep.ipynb #d06bf3ad
 @dataclasses.dataclass
 class Sweep:
-    "A finished sweep: its directory, the Optuna study, the best trial, the winner's gpurl_train run and its deflated figures."
+    "A finished sweep: its directory, the Optuna study, the best trial, the winner's gpurl_train run (with --markets one per market) and its deflated figures."
     path: Path
     study: optuna.Study
     best: optuna.trial.FrozenTrial
-    winner: Run
+    runs: list[Run]
     deflated: dict
+
+    @property
+    def winner(self) -> Run:
+        "The winner's run (with --markets: on the first market)."
+        return self.runs[0]
 
 def _new_sweep_dir(algo: str, out) -> Path:
     "Where a new sweep goes (checked, not created): --out, or sweeps/<algo>-<timestamp>."
@@ -405,14 +453,19 @@ def _new_sweep_dir(algo: str, out) -> Path:
         raise UsageError(f"--out {p} already exists: pick a new name, or continue that sweep with --resume {p}")
     return p
 
-def _winner_run(path: Path, flags: dict, best: optuna.trial.FrozenTrial, device, progress: bool) -> Run:
-    "The best trial's settings as best.json and gpurl_train on every fold with them, test folds included (resumed if begun: all N trials were done, so the best is fixed)."
-    write_json(path / "best.json", best.user_attrs["config"])
-    run_dir = path / "winner"
+def _train_once(run_dir: Path, flags: dict, config, device, progress: bool) -> Run:
+    "gpurl_train into `run_dir` with `config`, or the run already there (resumed if unfinished: all N trials were done, so the best is fixed)."
     if (run_dir / "config.json").is_file():
         run = load_run(run_dir)
         return run if run.complete else train(resume=run_dir, device=device, progress=progress, summary=False)
-    return train(**flags, config=str(path / "best.json"), device=device, out=run_dir, progress=progress, summary=False)
+    return train(**flags, config=config, device=device, out=run_dir, progress=progress, summary=False)
+
+def _winner_runs(path: Path, flags: dict, best: optuna.trial.FrozenTrial, markets: list[int] | None, device, progress: bool) -> list[Run]:
+    "The best trial's settings as best.json and gpurl_train on every fold with them, test folds included: in winner/, or with --markets on each market in winner/market-<seed>/."
+    config = best.user_attrs["config"]
+    write_json(path / "best.json", config)
+    if markets is None: return [_train_once(path / "winner", flags, str(path / "best.json"), device, progress)]
+    return [_train_once(path / "winner" / f"market-{m}", flags, on_market(config, m), device, progress) for m in markets]
 
 # %% ../nbs/22_sweep.ipynb #785f336e
 def sweep(algo: str | None = None, data: str | None = None, trials: int = 20, space: str | None = None,
@@ -420,13 +473,14 @@ def sweep(algo: str | None = None, data: str | None = None, trials: int = 20, sp
           folds: int | None = None, train_bars: int | None = None, val_bars: int | None = None, test_bars: int | None = None,
           embargo: int | None = None, cost_bps: float | None = None, epochs: int | None = None, seed: int | None = None,
           date_col: str | None = None, device: str | None = None, out: str | os.PathLike | None = None,
-          resume: str | os.PathLike | None = None, worker: bool = False, progress: bool = True) -> Sweep | None:
+          resume: str | os.PathLike | None = None, worker: bool = False, progress: bool = True,
+          markets: str | list[int] | None = None) -> Sweep | None:
     "Run gpurl_sweep from Python (same arguments as the flags); returns the finished Sweep (a worker: None)."
     optuna.logging.set_verbosity(optuna.logging.ERROR)               # the progress bar and report say what Optuna would log
     flags = dict(algo=algo, data=data, folds=folds, train_bars=train_bars, val_bars=val_bars, test_bars=test_bars,
                  embargo=embargo, cost_bps=cost_bps, epochs=epochs, seed=seed, date_col=date_col)
     if resume is not None:
-        given = [f"--{k}" for k, v in {**flags, "space": space, "config": config, "storage": storage, "study": study, "out": out}.items() if v is not None]
+        given = [f"--{k}" for k, v in {**flags, "space": space, "config": config, "markets": markets, "storage": storage, "study": study, "out": out}.items() if v is not None]
         if given: raise UsageError(f"--resume {resume} continues that sweep with its sweep.json: drop {', '.join(given)}")
         p = Path(resume)
         if not (p / "sweep.json").is_file(): raise UsageError(f"--resume {resume}: not a gpurl_sweep directory (no sweep.json)")
@@ -435,7 +489,7 @@ def sweep(algo: str | None = None, data: str | None = None, trials: int = 20, sp
     elif worker and algo is None and storage is not None and study is not None:
         settings, url, name, path = None, storage, study, None            # a worker joining a study takes its settings
     else:
-        settings, rc = plan_sweep(flags, config, space, trials, device)
+        settings, rc = plan_sweep(flags, config, space, trials, device, markets)
         path = None if worker and out is None else _new_sweep_dir(rc.algo, out)
         if path is None and storage is None: raise UsageError("--worker joins a shared study: give --storage URL and --study NAME")
         url = storage or f"sqlite:///{(path / 'study.db').resolve()}"
@@ -446,9 +500,9 @@ def sweep(algo: str | None = None, data: str | None = None, trials: int = 20, sp
     settings = s.user_attrs["gpurl_sweep"]
     s.pruner = _pruner(settings["epochs"])
     if path is not None: write_json(path / "sweep.json", {"settings": settings, "storage": url, "study": name})
-    fl = settings["flags"]
+    fl, markets = settings["flags"], settings.get("markets")
     try: run_sweep_trials(s, {**fl, "device": device}, settings["config"], settings["space"], settings["trials"],
-                          settings["epochs"], seed=fl.get("seed", 0), worker=worker, progress=progress)
+                          settings["epochs"], seed=fl.get("seed", 0), worker=worker, progress=progress, markets=markets)
     except BaseException as e:
         fail_orphans(s, mine=True)                                    # the trial under way: not finished, run again
         what = "interrupted" if isinstance(e, KeyboardInterrupt) else f"stopped by {type(e).__name__}"
@@ -459,22 +513,22 @@ def sweep(algo: str | None = None, data: str | None = None, trials: int = 20, sp
     if not any(t.state == TrialState.COMPLETE for t in s.get_trials(deepcopy=False)):
         raise UsageError(f"none of the {settings['trials']} trials finished (all pruned or rejected): widen the space or raise --trials")
     best = s.best_trial
-    winner = _winner_run(path, fl, best, device, progress)
-    w = winner.stitched()
-    d = deflate_trials(s, w["returns"], winner.config.annualisation()[0])
-    result = Sweep(path, s, best, winner, d)
+    runs = _winner_runs(path, fl, best, markets, device, progress)
+    test_returns = torch.cat([r.stitched()["returns"] for r in runs])   # several markets: their test bars pooled
+    result = Sweep(path, s, best, runs, deflate_trials(s, test_returns, runs[0].config.annualisation()[0]))
     write_sweep_report(result)                                        # results.json, report.md, plots
     return result
 
 # %% ../nbs/22_sweep.ipynb #3879512d
 def trials_frame(study) -> pd.DataFrame:
-    "One row per trial: state, validation Sharpe (the objective), buy-and-hold's on the same bars, epochs, seconds, settings."
+    "One row per trial: state, validation Sharpe (the objective; with --markets each market's too), buy-and-hold's on the same bars, epochs, seconds, settings."
     rows = []
     for t in study.get_trials(deepcopy=False):
         if t.user_attrs.get("surplus"): continue
         state = "rejected" if "rejected" in t.user_attrs else "interrupted" if t.state == TrialState.FAIL else t.state.name.lower()
         last = t.intermediate_values[max(t.intermediate_values)] if t.intermediate_values else None
-        rows.append({"trial": t.number, "state": state, "val_sharpe": t.value, "last_epoch_val_sharpe": last,
+        per_market = {f"val_sharpe_seed{m}": v for m, v in t.user_attrs.get("market_val_sharpe", {}).items()}
+        rows.append({"trial": t.number, "state": state, "val_sharpe": t.value, **per_market, "last_epoch_val_sharpe": last,
                      "val_bh_sharpe": t.user_attrs.get("val_bh_sharpe"), "epochs": t.user_attrs.get("epochs"),
                      "seconds": t.user_attrs.get("seconds"), **{k: json.dumps(v) if isinstance(v, list) else v for k, v in t.params.items()}})
     return pd.DataFrame(rows).set_index("trial") if rows else pd.DataFrame()
@@ -484,14 +538,28 @@ def importances(study) -> dict[str, float]:
     try: return optuna.importance.get_param_importances(study)
     except (RuntimeError, ValueError): return {}
 
+def market_results(sw: Sweep) -> dict[str, dict]:
+    "With --markets, per market seed: the winner's validation Sharpe, its test Sharpe, buy-and-hold's and the planted rule's on its test bars, its run."
+    markets = sw.study.user_attrs["gpurl_sweep"].get("markets") or []
+    planted = lambda run: ((run.results or {}).get("planted_rule") or {}).get("test", {}).get("sharpe")
+    return {str(m): {"val_sharpe": sw.best.user_attrs["market_val_sharpe"][str(m)], "test_sharpe": run.result.test.get("sharpe"),
+                     "test_bh_sharpe": run.result.test_buy_and_hold.get("sharpe"), "planted_rule_test_sharpe": planted(run),
+                     "run": str(run.path)} for m, run in zip(markets, sw.runs)}
+
 def sweep_results(sw: Sweep) -> dict:
-    "results.json of a sweep: best trial and settings, the deflated figures of the winner on the test folds, the planted rule."
-    r, t, b = sw.winner.results or {}, sw.winner.result.test, sw.winner.result.test_buy_and_hold
+    "results.json of a sweep: best trial and settings, the deflated figures of the winner on the test folds, the planted rule (with --markets: means, and each market's figures)."
+    per = market_results(sw)
+    if per:
+        mean = lambda k: statistics.mean(v[k] for v in per.values())
+        test = {"winner_run": str(sw.path / "winner"), "test_sharpe": mean("test_sharpe"), "test_bh_sharpe": mean("test_bh_sharpe"),
+                "test_excess": None, "planted_rule": None, "markets": per}
+    else:
+        w = sw.winner
+        test = {"winner_run": str(w.path), "test_sharpe": w.result.test.get("sharpe"), "test_bh_sharpe": w.result.test_buy_and_hold.get("sharpe"),
+                "test_excess": w.excess(), "planted_rule": (w.results or {}).get("planted_rule")}
     return {"study": sw.study.study_name, "best_trial": sw.best.number, "best_val_sharpe": sw.best.value,
-            "best_config": sw.best.user_attrs["config"], "winner_run": str(sw.winner.path),
-            "test_sharpe": t.get("sharpe"), "test_bh_sharpe": b.get("sharpe"), "test_excess": sw.winner.excess(),
-            "deflated": sw.deflated, "verdict": verdict(sw.deflated), "planted_rule": r.get("planted_rule"),
-            "importance": importances(sw.study)}
+            "best_config": sw.best.user_attrs["config"], **test,
+            "deflated": sw.deflated, "verdict": verdict(sw.deflated), "importance": importances(sw.study)}
 
 def verdict(d: dict, level: float = 0.95) -> str:
     "One sentence: is the winner's test Sharpe more than the best of N unskilled trials would show?"
@@ -547,19 +615,31 @@ def write_sweep_report(sw: Sweep) -> None:
     table = "\n".join(["| " + " | ".join(tf.columns) + " |", "|" + "---|" * len(tf.columns)] +
                       ["| " + " | ".join(_md(v, "{:.2f}" if "sharpe" in k else "{:.4g}") for k, v in row.items()) + " |"
                        for row in tf.astype(object).to_dict("records")])
-    pr = res["planted_rule"]
-    planted = (f"The **planted rule** (knows the synthetic market's mechanism) earns a stitched test Sharpe of "
-               f"{_md(pr['test'].get('sharpe'), '{:.2f}')} on the same test bars: the ceiling a search on this market can reach.\n\n") if pr else ""
+    pr, per, markets = res["planted_rule"], res.get("markets"), settings.get("markets")
+    if per:
+        planted = ("| market (seed) | val Sharpe | test Sharpe | buy-and-hold | planted rule | run |\n|---|---|---|---|---|---|\n" +
+                   "".join(f"| {m} | {_md(v['val_sharpe'], '{:.2f}')} | {_md(v['test_sharpe'], '{:.2f}')} | {_md(v['test_bh_sharpe'], '{:.2f}')} "
+                           f"| {_md(v['planted_rule_test_sharpe'], '{:.2f}')} | `{Path(v['run']).relative_to(sw.path)}/` |\n" for m, v in per.items()) +
+                   "\nThe **planted rule** (knows each synthetic market's mechanism) is the ceiling a search on that market can reach; "
+                   "the deflation pools the markets' test bars, as it pools the trials' validation bars.\n\n")
+    elif pr: planted = (f"The **planted rule** (knows the synthetic market's mechanism) earns a stitched test Sharpe of "
+                        f"{_md(pr['test'].get('sharpe'), '{:.2f}')} on the same test bars: the ceiling a search on this market can reach.\n\n")
+    else: planted = ""
+    scored = (f"the mean of the stitched validation Sharpe over the synthetic markets of seeds {', '.join(map(str, markets))}"
+              if markets else "the stitched validation Sharpe")
+    where = "each market's folds" if markets else "every fold"
+    rerun = ("runs `winner/market-<seed>/`, each with its own report and reproduce command" if markets else
+             f"run directory `winner/` with its own report\n- reproduce the winner: `{sw.winner.config.command(config=sw.path / 'best.json')}` "
+             "(`winner/report.md`'s own test DSR counts only the runs beside it; the figure above counts the search)")
     counts = tf.state.value_counts().to_dict()
     text = f"""# gpurl_sweep `{sw.study.study_name}`
 
-**The winner, trial {sw.best.number}, re-run on every fold: {res['verdict']}.**
+**The winner, trial {sw.best.number}, re-run on {where}: {res['verdict']}.**
 
 - algorithm: **{settings['flags']['algo']}**; {settings['trials']} trials ({', '.join(f'{v} {k}' for k, v in counts.items())}), TPE sampler, median pruner on the per-epoch validation Sharpe
-- every trial: the walk-forward driver on each fold's train and validation bars only; scored by the stitched validation Sharpe
+- every trial: the walk-forward driver on each fold's train and validation bars only; scored by {scored}
 - best validation Sharpe {_md(sw.best.value, '{:.2f}')}; its settings: `best.json` (`gpurl_train --config best.json` takes it)
-- winner on the test folds (never used to choose): Sharpe {_md(res['test_sharpe'], '{:.2f}')}, buy-and-hold {_md(res['test_bh_sharpe'], '{:.2f}')}; run directory `winner/` with its own report
-- reproduce the winner: `{sw.winner.config.command(config=sw.path / 'best.json')}` (`winner/report.md`'s own test DSR counts only the runs beside it; the figure above counts the search)
+- winner on the test folds (never used to choose): Sharpe {_md(res['test_sharpe'], '{:.2f}')}, buy-and-hold {_md(res['test_bh_sharpe'], '{:.2f}')}{' (means over the markets)' if markets else ''}; {rerun}
 
 {planted}The deflated Sharpe ratio (Bailey & López de Prado 2014) asks how likely the winner's test Sharpe is to exceed
 SR*, the Sharpe the best of N unskilled trials reaches by luck: N counts every trial tried (pruned and rejected ones
@@ -588,6 +668,7 @@ def gpurl_sweep(
     trials: int = 20,        # N: trials to run in all (over every worker); the winner is deflated by all N
     space: str = None,       # JSON search space: {"lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": true}, ...} (default: the algo's)
     config: str = None,      # JSON of fixed settings the search varies around (gpurl_train's --config)
+    markets: str = None,     # synthetic market seeds, comma-separated (1,3): each trial scored by the mean of their validation Sharpes
     storage: str = None,     # Optuna database URL shared by workers (default: sqlite in the sweep directory)
     study: str = None,       # study name in --storage (default: the sweep directory's name)
     folds: int = None,       # gpurl_train's walk-forward flags, the same for every trial and the winner
@@ -609,7 +690,7 @@ def gpurl_sweep(
     sw = run_console("gpurl_sweep", lambda: sweep(
         algo=algo, data=data, trials=trials, space=space, config=config, storage=storage, study=study, folds=folds,
         train_bars=train_bars, val_bars=val_bars, test_bars=test_bars, embargo=embargo, cost_bps=cost_bps, epochs=epochs,
-        seed=seed, date_col=date_col, device=device, out=out, resume=resume, worker=worker, progress=not quiet))
+        seed=seed, date_col=date_col, device=device, out=out, resume=resume, worker=worker, progress=not quiet, markets=markets))
     if sw is not None:
         print(f"gpurl_sweep {sw.study.study_name}: best trial {sw.best.number}, val Sharpe {sw.best.value:.2f}\n"
               f"{verdict(sw.deflated)}\nsettings: {sw.path / 'best.json'}\nreport:   {sw.path / 'report.md'}")

@@ -1,7 +1,8 @@
 """gpurl_sweep as a user runs it (`python -m gpurl.sweep`, on CPU, tiny markets): a sweep end to end (SQLite file,
 best.json, report, the winner's run); a real SIGINT mid-sweep, then --resume keeps every finished trial and continues
 to N; two worker processes on one SQLite study share N trials with no duplicate trial numbers; on a market without
-signal the winner's deflated Sharpe falls as the trials grow; bad input is one line, exit 2, nothing written."""
+signal the winner's deflated Sharpe falls as the trials grow; --markets scores each trial by the mean over synthetic
+markets; bad input is one line, exit 2, nothing written."""
 import json, signal, sqlite3, subprocess, sys, time
 from pathlib import Path
 
@@ -114,6 +115,44 @@ def test_dsr_falls_with_trials_without_signal(tmp_path):
     assert d1["sr_star"] == 0 < d20["sr_star"]
     assert d20["dsr"] < d1["dsr"] and d20["dsr"] < 0.95
     assert "not distinguishable" in json.loads((sw.path / "results.json").read_text())["verdict"]
+
+
+def test_markets_end_to_end(tmp_path):
+    "--markets 1,3: each trial's objective is the mean of its two markets' validation Sharpes, the winner runs on each market."
+    out = tmp_path / "sw"
+    r = _run([*SHAPE, "--trials", "4", "--markets", "1,3", "--out", out], tmp_path)
+    assert r.returncode == 0, r.stderr
+    trials = _counted(f"sqlite:///{out / 'study.db'}", "sw")
+    done = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(trials) == 4 and done
+    for t in done:
+        per = t.user_attrs["market_val_sharpe"]
+        assert set(per) == {"1", "3"} and t.value == pytest.approx((per["1"] + per["3"]) / 2, abs=1e-12)
+        assert {b.split(":")[0] for b in t.user_attrs["val_bars"]} == {"1", "3"}     # each market's validation bars
+    res = json.loads((out / "results.json").read_text())
+    assert set(res["markets"]) == {"1", "3"} and res["deflated"]["n_trials"] == 4
+    assert res["test_sharpe"] == pytest.approx(sum(m["test_sharpe"] for m in res["markets"].values()) / 2)
+    best = json.loads((out / "best.json").read_text())
+    assert "synthetic" not in best                                    # the settings, not a market
+    for seed in (1, 3):
+        run = json.loads((out / "winner" / f"market-{seed}" / "config.json").read_text())
+        assert run["synthetic"]["seed"] == seed and res["markets"][str(seed)]["run"].endswith(f"market-{seed}")
+    report = (out / "report.md").read_text()
+    assert "| market (seed) |" in report and "val_sharpe_seed3" in report
+    assert json.loads((out / "sweep.json").read_text())["settings"]["markets"] == [1, 3]
+
+def test_bad_markets_are_one_line_exit_2(tmp_path):
+    "A market list with a non-integer or a repeat, or with a --data file: one line on stderr, exit 2, nothing written."
+    from gpurl.data import synthetic_market
+    m = synthetic_market(300, seed=7, ar1=-0.2)
+    m[["open", "high", "low", "close", "volume"]].to_csv(tmp_path / "bars.csv")
+    cases = {("--markets", "1,x"): "integers >= 0 separated by commas", ("--markets", "1,3,1"): "seed(s) [1] listed twice",
+             ("--markets", "1,3", "--data", "bars.csv"): "is one real series: drop --markets or --data"}
+    for extra, msg in cases.items():
+        r = _run([*SHAPE, *extra, "--out", tmp_path / "sw"], tmp_path)
+        assert r.returncode == 2 and msg in r.stderr, r.stderr
+        assert r.stderr.count("\n") == 1 and r.stderr.startswith("gpurl_sweep: error: ") and "Traceback" not in r.stderr
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["bars.csv"]       # nothing written
 
 
 BAD_SPACES = {"unknown.json": ({"learning_rate": {"type": "float", "low": 1e-4, "high": 1e-2}}, "unknown parameter(s) ['learning_rate']"),
