@@ -75,11 +75,12 @@ def env_step_floor(r: Record, peaks: Peaks = H200) -> float:
     return in_unit(max(n * (obs * _bytes(r.precision) + 30) / peaks.hbm_bytes_s, peaks.graph_kernel_s), n, r.unit)
 
 def ensemble_floor(r: Record, peaks: Peaks = H200) -> float:
-    "Time of K MLP members on one batch at best: the largest of their FLOP at the precision's rate, their bytes layer by layer over HBM, and one graph kernel a layer."
+    "Time of K MLP members on one batch at best: the larger of their FLOP at the precision's rate (float32 as three TF32 products) and one read of the weights and input and one write of the outputs (the hidden layers kept on chip), and at least one graph kernel."
     K, B, w = r.shape["members"], r.shape["batch"], r.shape["widths"]
-    macs, outs, e = sum(a * b for a, b in zip(w[:-1], w[1:])), sum(w[1:]), _bytes(r.precision)
-    flop, moved = 2 * B * K * macs, (K * (macs + outs) + B * w[0] + 2 * B * K * outs) * e
-    return in_unit(max(flop / peaks.flop_s(r.precision), moved / peaks.hbm_bytes_s, (len(w) - 1) * peaks.graph_kernel_s), 1, r.unit)
+    macs, e = sum(a * b for a, b in zip(w[:-1], w[1:])), _bytes(r.precision)
+    rate = peaks.tf32_flop_s / 3 if r.precision in (None, "fp32") else peaks.flop_s(r.precision)
+    moved = (K * (macs + sum(w[1:])) + B * w[0] + B * K * w[-1]) * e
+    return in_unit(max(2 * B * K * macs / rate, moved / peaks.hbm_bytes_s, peaks.graph_kernel_s), 1, r.unit)
 
 def mlp_step_floor(r: Record, peaks: Peaks = H200) -> float:
     "Time of a 3-layer w x w MLP's forward + backward at batch B at best: 16·B·w² FLOP of matmuls at the precision's rate."
@@ -135,11 +136,12 @@ FLOORS: dict[str, Floor] = {
                  "steps (11_ppo counts an iteration's memory traffic at 262,144 envs)."),
     **{m: Floor(_LATENCY, launch_floor) for m in ("mlp", "mlplob", "tlob", "deeplob", "tft", "mamba2", "cfc", "ltc")},
     "ensemble": Floor("10 MLPs 64-256-256-3: 2 x 82,688 = 165,376 FLOP per member and sample; at batch 8,192, 13.5 GFLOP: "
-                      "27 us at 495 TFLOP/s (TF32), 17 us at 790 (bf16), 202 us at 67 TFLOP/s (fp32, CUDA cores). Layer by "
-                      "layer the outputs are written and read back, 2 x 8,192 x 10 x 515 values: 338 MB in fp32, 79 us at "
-                      "4.3 TB/s (39 us in bf16). Floor at batch 8,192: 202 us fp32, 79 us TF32, 40 us bf16. At batch 1 and "
-                      "256 the work is below a microsecond and the floor is a graph of 3 kernels (one batched matmul a "
-                      "layer, bias and ReLU fused), ~3 us; 64 members at batch 256: 2.7 GFLOP, 40 us in fp32.", ensemble_floor),
+                      "27 us at 495 TFLOP/s (TF32), 17 us at 790 (bf16), 82 us in float32 as three TF32 products a "
+                      "multiply (165 TFLOP/s: the fastest float32-accurate way; 202 us on the CUDA cores). A kernel that "
+                      "keeps the hidden layers on chip moves only the weights (3.3 MB in fp32), the input (2.1 MB) and "
+                      "the outputs (1 MB): under 2 us at 4.3 TB/s, so batch 8,192 is compute-bound. At batch 1 and 256 "
+                      "the floor is one graph kernel, ~1 us; 64 members at batch 256: 2.7 GFLOP, 16 us in float32, "
+                      "5.5 us in TF32.", ensemble_floor),
     "ssd": Floor("Not computed: the chunked scan's work depends on the chunk size (quadratic inside a chunk, linear "
                  "across chunks) and the recurrence is latency-bound, one step after another; 16_mamba2 sets the "
                  "scan beside mamba_ssm's Triton kernel where that is installed."),

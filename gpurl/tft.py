@@ -21,8 +21,8 @@ from .supervised import SupervisedConfig, SupervisedTrainer
 from . import walkforward
 
 # %% auto #0
-__all__ = ['QUANTILES', 'N_CALENDAR', 'check_quantiles', 'quantile_loss', 'elu', 'GatedLinearUnit', 'GateAddNorm',
-           'GatedResidualNetwork', 'VariableSelection', 'decoder_mask', 'InterpretableAttention',
+__all__ = ['QUANTILES', 'CPU_CHUNK_BYTES', 'N_CALENDAR', 'check_quantiles', 'quantile_loss', 'elu', 'GatedLinearUnit',
+           'GateAddNorm', 'GatedResidualNetwork', 'VariableSelection', 'decoder_mask', 'InterpretableAttention',
            'TemporalFusionTransformer', 'known_future_calendar', 'next_returns', 'tft_inputs', 'TftBarNet', 'TftConfig',
            'TftTrainer']
 
@@ -94,6 +94,8 @@ class GatedResidualNetwork(nn.Module):
         return self.gate(self.fc1(elu(h)), skip)
 
 # %% ../nbs/15_tft.ipynb #e8e1dcd6
+CPU_CHUNK_BYTES = 2 ** 20   # on the CPU, the per-variable GRNs of more than 16x this much activation run on row chunks of this much
+
 class VariableSelection(nn.Module):
     "Variable selection network (Lim et al. eq. 6-8): each of V scalar inputs embedded to d, V GRNs batched in one einsum."
     def __init__(self, n_vars: int, d: int, d_context: int = 0, dropout: float = 0.0):
@@ -110,14 +112,21 @@ class VariableSelection(nn.Module):
 
     def forward(self, x: Tensor, context: Tensor | None = None) -> tuple[Tensor, Tensor]:
         "Inputs (..., V) and an optional context (..., d_c) -> selected embedding (..., d) and the selection weights (..., V)."
-        xi = x.unsqueeze(-1) * self.embed_w + self.embed_b                     # (..., V, d): one embedding per variable
         g = self.weights
         v = torch.softmax(g.gated(self._on_embeddings(g.fc2, x), self._on_embeddings(g.skip, x), context), -1)
         w2, b2 = torch.einsum("vi,vij->vj", self.embed_w, self.w2), torch.einsum("vi,vij->vj", self.embed_b, self.w2) + self.b2
-        h = torch.einsum("...vi,vij->...vj", elu(x.unsqueeze(-1) * w2 + b2), self.w1) + self.b1   # W2 xi folded into the embedding
+        rows, chunk = x[..., 0].numel(), max(64, CPU_CHUNK_BYTES // (x.element_size() * self.n_vars * self.d))
+        if x.is_cuda or rows <= 16 * chunk: return self._selected(x, v, w2, b2), v
+        parts = zip(x.reshape(rows, -1).split(chunk), v.reshape(rows, -1).split(chunk))   # CPU: rows in cache-sized chunks
+        return torch.cat([self._selected(xc, vc, w2, b2) for xc, vc in parts]).view(*x.shape[:-1], self.d), v
+
+    def _selected(self, x: Tensor, v: Tensor, w2: Tensor, b2: Tensor) -> Tensor:
+        "sum_j v_j GRN_j(xi_j) (eq. 7-8) of rows x (..., V) with selection weights v (..., V); w2, b2: W2 folded into the embedding."
+        xi = x.unsqueeze(-1) * self.embed_w + self.embed_b                     # (..., V, d): one embedding per variable
+        h = torch.einsum("...vi,vij->...vj", elu(x.unsqueeze(-1) * w2 + b2), self.w1) + self.b1
         g = torch.einsum("...vi,vij->...vj", self.dropout(h), self.wg) + self.bg
         y = F.layer_norm(xi + F.glu(g, -1), (self.d,)) * self.norm_w + self.norm_b   # each variable's GRN, eq. 7
-        return (v.unsqueeze(-1) * y).sum(-2), v
+        return (v.unsqueeze(-1) * y).sum(-2)
 
 # %% ../nbs/15_tft.ipynb #8e507d9a
 @patch
