@@ -220,23 +220,36 @@ if triton is not None:
         out = _act(acc + tl.load(bo + k * DO + ro, mask=ro < DO, other=0.0)[None, :], AO)
         tl.store(y + (k * B + rm[:, None]) * DO + ro[None, :], out.to(y.dtype.element_ty), mask=mm[:, None] & (ro[None, :] < DO))
 
-def _fused_linears(h: Tensor, acts: tuple, *layers: Tensor) -> Tensor:
+def _kernel_config(n: int) -> dict:
+    "Rows per program, middle units per chunk, warps and pipeline stages for n rows: the best of a sweep on an H200 at 1, 256 and 8,192 rows."
+    if n <= 16: return dict(BM=16, BN=64, num_warps=4, num_stages=2)
+    if n <= 1024: return dict(BM=32, BN=64, num_warps=4, num_stages=2)
+    return dict(BM=64, BN=32, num_warps=8, num_stages=2)
+
+def _segment(h: Tensor, acts: tuple, *layers: Tensor) -> Tensor:
     "2 or 3 stacked layers (K, N, in) -> (K, N, out) in one Triton launch; `layers`: each one's W.T (K, in, out) and bias (K, out)."
     if h.stride(-1) != 1: h = h.contiguous()
     K, N, D0 = h.shape
     w, b = layers[0::2], layers[1::2]
     DA, DM, DO = (w[0].shape[2], w[1].shape[2], w[2].shape[2]) if len(w) == 3 else (D0, w[0].shape[2], w[1].shape[2])
-    y = h.new_empty(K, N, DO)
-    BM = 16 if N <= 16 else 32 if N <= 1024 else 64
+    y, cfg = h.new_empty(K, N, DO), _kernel_config(N)
     p2 = lambda n: max(16, triton.next_power_of_2(n))
-    prec = triton_dot_precision(h.dtype)
     codes = [_FUSED_ACTS[a[0]] for a in acts]
-    _segment_kernel[(K, triton.cdiv(N, BM))](
+    _segment_kernel[(K, triton.cdiv(N, cfg["BM"]))](
         h, w[0], b[0], w[-2], b[-2], w[-1], b[-1], y, N, D0, DA, DM, DO, h.stride(0), h.stride(1),
-        LAYERS=len(w), A0=codes[0], AM=codes[-2], AO=codes[-1], BM=BM, BK=min(64, p2(D0)), AP=p2(DA), BN=32, OP=p2(DO),
-        PREC=prec, num_warps=4 if BM <= 32 else 8)
+        LAYERS=len(w), A0=codes[0], AM=codes[-2], AO=codes[-1], BK=min(32, p2(D0)), AP=p2(DA), OP=p2(DO),
+        PREC=triton_dot_precision(h.dtype), **cfg)
     return y
 
+def _kernel_pays(h: Tensor) -> bool:
+    "Whether the fused kernel beat the batched layers on an H200 for inputs like h (K, N, in): bf16 at every batch, TF32 up to 1,024 rows, float32 never."
+    return h.dtype == torch.bfloat16 or (torch.backends.cuda.matmul.allow_tf32 and h.shape[1] <= 1024)
+
+def _fused_linears(h: Tensor, acts: tuple, *layers: Tensor) -> Tensor:
+    "A fusable run of stacked layers: `_segment`'s one kernel where it pays (`_kernel_pays`), else one batched matmul a layer."
+    if _kernel_pays(h): return _segment(h, acts, *layers)
+    for act, w_t, b in zip(acts, layers[0::2], layers[1::2]): h = _linear(h, act, w_t.mT, b)
+    return h
 
 def _fusable_run(steps: Sequence[Step], i: int) -> int:
     "How many steps from `steps[i]` on one fused kernel runs: 3 or 2 linear layers whose whole widths fit on chip, else 1 (batched)."
