@@ -184,7 +184,7 @@ _FUSED_MAX_WIDTH = 256         # widths a fused segment holds on chip whole: its
 if triton is not None:
     @triton.jit
     def _act(h, ACT: tl.constexpr):
-        "The activation of code ACT (`_FUSED_ACTS`) applied elementwise."
+        "The activation of code ACT (_FUSED_ACTS) applied elementwise."
         if ACT == 1: h = tl.maximum(h, 0.0)
         elif ACT == 2: h = 2.0 * tl.sigmoid(2.0 * h) - 1.0
         elif ACT == 3: h = tl.sigmoid(h)
@@ -246,7 +246,7 @@ def _kernel_pays(h: Tensor) -> bool:
     return h.dtype == torch.bfloat16 or (torch.backends.cuda.matmul.allow_tf32 and h.shape[1] <= 1024)
 
 def _fused_linears(h: Tensor, acts: tuple, *layers: Tensor) -> Tensor:
-    "A fusable run of stacked layers: `_segment`'s one kernel where it pays (`_kernel_pays`), else one batched matmul a layer."
+    "A fusable run of stacked layers: _segment's one kernel where it pays (_kernel_pays), else one batched matmul a layer."
     if _kernel_pays(h): return _segment(h, acts, *layers)
     for act, w_t, b in zip(acts, layers[0::2], layers[1::2]): h = _linear(h, act, w_t.mT, b)
     return h

@@ -58,7 +58,7 @@ class _ExpLinear(torch.autograd.Function):
     def backward(ctx, grad: Tensor) -> Tensor: return grad * ctx.saved_tensors[0]
 
 def elu(x: Tensor) -> Tensor:
-    "ELU (alpha 1): vectorised passes on the CPU (`_ExpLinear`, 4-5x torch's CPU kernel); `F.elu` on CUDA, where the stages compile."
+    "ELU (alpha 1): vectorised passes on the CPU (_ExpLinear, 4-5x torch's CPU kernel); `F.elu` on CUDA, where the stages compile."
     return F.elu(x) if x.is_cuda else _ExpLinear.apply(x)
 
 class GatedLinearUnit(nn.Module):
