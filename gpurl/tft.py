@@ -115,8 +115,9 @@ class VariableSelection(nn.Module):
         g = self.weights
         v = torch.softmax(g.gated(self._on_embeddings(g.fc2, x), self._on_embeddings(g.skip, x), context), -1)
         w2, b2 = torch.einsum("vi,vij->vj", self.embed_w, self.w2), torch.einsum("vi,vij->vj", self.embed_b, self.w2) + self.b2
+        if x.is_cuda: return self._selected(x, v, w2, b2), v                 # one batched pass (compiled on CUDA)
         rows, chunk = x[..., 0].numel(), max(64, CPU_CHUNK_BYTES // (x.element_size() * self.n_vars * self.d))
-        if x.is_cuda or rows <= 16 * chunk: return self._selected(x, v, w2, b2), v
+        if rows <= 16 * chunk: return self._selected(x, v, w2, b2), v
         parts = zip(x.reshape(rows, -1).split(chunk), v.reshape(rows, -1).split(chunk))   # CPU: rows in cache-sized chunks
         return torch.cat([self._selected(xc, vc, w2, b2) for xc, vc in parts]).view(*x.shape[:-1], self.d), v
 
