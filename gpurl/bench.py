@@ -49,13 +49,18 @@ __all__ = ['PRECISIONS', 'CASES', 'HEADS', 'SEQUENCE_MODELS', 'WIDTH_SWEEPS', 'P
 
 # %% ../nbs/23_bench.ipynb #fb79e225
 def time_calls(fn: Callable[[], object], device: torch.device | str = "cpu", *, repeats: int = 5, warmup: int = 1,
-               inner: int = 1, host: bool = False, before: Callable[[], object] | None = None,
+               inner: int = 1, host: bool = False, thread_time: bool = False,
+               before: Callable[[], object] | None = None,
                after: Callable[[], object] | None = None) -> list[float]:
-    "Seconds per call of `fn`, one value per repeat of `inner` calls after `warmup` such repeats: CUDA events on a GPU, `perf_counter` on the CPU or with `host` (the caller's blocked time); `before` / `after` run untimed around every repeat."
+    "Seconds per call of `fn`, one value per repeat of `inner` calls after `warmup` such repeats: CUDA events on a GPU, `perf_counter` on the CPU or with `host` (the caller's blocked time), the calling thread's CPU time with `thread_time`; `before` / `after` run untimed around every repeat."
     for k, v, lo in (("repeats", repeats, 1), ("warmup", warmup, 0), ("inner", inner, 1)):
         if isinstance(v, bool) or not isinstance(v, int) or v < lo:
             raise ValueError(f"{k} must be an int >= {lo}, got {v!r}")
     events = torch.device(device).type == "cuda" and not host
+    if thread_time and events:
+        raise ValueError("thread_time reads the calling thread's CPU time, which says nothing of a CUDA device's: time CUDA "
+                         "calls with events (the default) or host=True")
+    now = time.thread_time if thread_time else time.perf_counter
     seconds = []
     for i in range(warmup + repeats):
         if before is not None: before()
@@ -66,9 +71,9 @@ def time_calls(fn: Callable[[], object], device: torch.device | str = "cpu", *, 
             end.record(); end.synchronize()
             dt = start.elapsed_time(end) / 1e3
         else:
-            t0 = time.perf_counter()
+            t0 = now()
             for _ in range(inner): fn()
-            dt = time.perf_counter() - t0
+            dt = now() - t0
         if after is not None: after()
         if i >= warmup: seconds.append(dt / inner)
     return seconds
