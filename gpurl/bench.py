@@ -4,7 +4,7 @@
 
 # %% ../nbs/23_bench.ipynb #49c6230f
 from __future__ import annotations
-import dataclasses, datetime, functools, gc, importlib, json, math, statistics, tempfile, time, warnings
+import dataclasses, datetime, functools, gc, importlib, itertools, json, math, statistics, tempfile, time, warnings
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -714,7 +714,7 @@ def bench_ssd(b: Bench) -> None:
 # %% ../nbs/23_bench.ipynb #5c7896d3
 @case("ensemble")
 def bench_ensemble(b: Bench) -> None:
-    "K members' outputs for one batch (us a call): EnsembleRunner eager, captured with batched and (CUDA) fused layers, torch.func vmap, vs the members one after another."
+    "K members' outputs for one batch (us a call): EnsembleRunner eager, captured with batched and (CUDA) fused layers (an input it reads in place, and inputs it copies), torch.func vmap, vs the members one after another."
     try: runner_cls = importlib.import_module("gpurl.ensemble").EnsembleRunner
     except (ImportError, AttributeError):
         raise SkipCase("gpurl.ensemble.EnsembleRunner is not in this build: the case measures once it is") from None
@@ -734,7 +734,10 @@ def bench_ensemble(b: Bench) -> None:
                 runner = runner_cls(members, p, cuda_graph=captured, fused=fused)
                 if captured and fused is None and not runner.fused: continue      # no Triton: the batched run is the runner's
                 how = "eager" if not captured else "captured" if runner.fused else "captured, batched layers"
-                timed(f"EnsembleRunner {how}", lambda: runner(x), precision=p)
+                timed(f"EnsembleRunner {how}", lambda: runner(x), precision=p)    # one input tensor: read in place once seen twice
+                if captured and fused is None:                                     # inputs that alternate: each copied in
+                    inputs = itertools.cycle((x.clone(), x.clone()))
+                    timed("EnsembleRunner captured, input copied", lambda: runner(next(inputs)), precision=p)
 
 # %% ../nbs/23_bench.ipynb #57ab4924
 @case("distributed")

@@ -21,6 +21,7 @@ from .registry import Policy, load_policy
 try:  # ships with CUDA builds of PyTorch; without it CUDA runs every layer as a batched matmul
     import triton
     import triton.language as tl
+    from triton.runtime.errors import OutOfResources
 except ImportError:
     triton = None
 
@@ -191,12 +192,19 @@ if triton is not None:
         return h
 
     @triton.jit
-    def _segment_kernel(x, w0, b0, wm, bm, wo, bo, y, B, D0, DA, DM, DO, s_xk, s_xb,
+    def _finish(acc, bo, y, at, ok, k, ro, DO, AO: tl.constexpr):
+        "The last layer's bias and activation on its accumulated sums, stored at y + at."
+        out = _act(acc + tl.load(bo + k * DO + ro, mask=ro < DO, other=0.0)[None, :], AO)
+        tl.store(y + at, out.to(y.dtype.element_ty), mask=ok)
+
+    @triton.jit
+    def _segment_kernel(x, w0, b0, wm, bm, wo, bo, y, parts, tickets, B, D0, DA, DM, DO, CH, s_xk, s_xb,
                         LAYERS: tl.constexpr, A0: tl.constexpr, AM: tl.constexpr, AO: tl.constexpr,
                         BM: tl.constexpr, BK: tl.constexpr, AP: tl.constexpr, BN: tl.constexpr, OP: tl.constexpr,
-                        PREC: tl.constexpr):
-        "BM rows of member k through 2 or 3 layers, nothing written between them: a = x (2) or act0(x w0 + b0) (3), then out = actO(sum_n actM(a wm[:, n] + bm[n]) wo[n] + bo)."
-        k, rm = tl.program_id(0), tl.program_id(1) * BM + tl.arange(0, BM)
+                        SPLIT: tl.constexpr, PREC: tl.constexpr):
+        "BM rows of member k through 2 or 3 layers, nothing written between them: a = x (2) or act0(x w0 + b0) (3), then out = actO(sum_n actM(a wm[:, n] + bm[n]) wo[n] + bo), split s of SPLIT summing middle units [s CH, (s + 1) CH)."
+        k, i, s = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+        rm = i * BM + tl.arange(0, BM)
         mm, ra, ro = rm < B, tl.arange(0, AP), tl.arange(0, OP)
         xk = x + k * s_xk + rm[:, None] * s_xb
         if LAYERS == 3:                                     # the first layer over the input in chunks of BK columns
@@ -210,46 +218,81 @@ if triton is not None:
         else:
             a = tl.load(xk + ra[None, :], mask=mm[:, None] & (ra[None, :] < DA), other=0.0)
         acc = tl.zeros((BM, OP), dtype=tl.float32)
-        for n0 in range(0, DM, BN):                         # the middle layer in chunks of BN units, folded into the last
+        for n0 in range(s * CH, tl.minimum(s * CH + CH, DM), BN):   # this split's middle units, BN at a time, folded into the last
             rn = n0 + tl.arange(0, BN)
             w = tl.load(wm + k * DA * DM + ra[:, None] * DM + rn[None, :], mask=(ra[:, None] < DA) & (rn[None, :] < DM), other=0.0)
             h = tl.dot(a, w, input_precision=PREC) + tl.load(bm + k * DM + rn, mask=rn < DM, other=0.0)[None, :]
             h = _act(h, AM).to(y.dtype.element_ty)
             w = tl.load(wo + k * DM * DO + rn[:, None] * DO + ro[None, :], mask=(rn[:, None] < DM) & (ro[None, :] < DO), other=0.0)
             acc = tl.dot(h, w, acc, input_precision=PREC)
-        out = _act(acc + tl.load(bo + k * DO + ro, mask=ro < DO, other=0.0)[None, :], AO)
-        tl.store(y + (k * B + rm[:, None]) * DO + ro[None, :], out.to(y.dtype.element_ty), mask=mm[:, None] & (ro[None, :] < DO))
+        at, ok = (k * B + rm[:, None]) * DO + ro[None, :], mm[:, None] & (ro[None, :] < DO)
+        if SPLIT == 1: _finish(acc, bo, y, at, ok, k, ro, DO, AO)
+        else:       # each split stores its partial sums; the last of the row block's splits to arrive adds them in order
+            per_split = tl.num_programs(0) * B * DO
+            tl.store(parts + s * per_split + at, acc, mask=ok)
+            ticket = tickets + k * tl.num_programs(1) + i
+            if tl.atomic_add(ticket, 1, sem="acq_rel") == SPLIT - 1:
+                acc = tl.zeros((BM, OP), dtype=tl.float32)
+                for j in range(SPLIT): acc += tl.load(parts + j * per_split + at, mask=ok, other=0.0, cache_modifier=".cg")
+                tl.atomic_xchg(ticket, 0)                   # ready for the next call
+                _finish(acc, bo, y, at, ok, k, ro, DO, AO)
 
-def _kernel_config(n: int) -> dict:
-    "Rows per program, middle units per chunk, warps and pipeline stages for n rows: the best of a sweep on an H200 at 1, 256 and 8,192 rows."
-    if n <= 16: return dict(BM=16, BN=64, num_warps=4, num_stages=2)
-    if n <= 1024: return dict(BM=32, BN=64, num_warps=4, num_stages=2)
-    return dict(BM=64, BN=32, num_warps=8, num_stages=2)
+_WAVE = 128        # programs that about fill an H200 (132 multiprocessors): below it a call splits the middle layer
 
-def _segment(h: Tensor, acts: tuple, *layers: Tensor) -> Tensor:
-    "2 or 3 stacked layers (K, N, in) -> (K, N, out) in one Triton launch; `layers`: each one's W.T (K, in, out) and bias (K, out)."
-    if h.stride(-1) != 1: h = h.contiguous()
-    K, N, D0 = h.shape
-    w, b = layers[0::2], layers[1::2]
-    DA, DM, DO = (w[0].shape[2], w[1].shape[2], w[2].shape[2]) if len(w) == 3 else (D0, w[0].shape[2], w[1].shape[2])
-    y, cfg = h.new_empty(K, N, DO), _kernel_config(N)
-    p2 = lambda n: max(16, triton.next_power_of_2(n))
-    codes = [_FUSED_ACTS[a[0]] for a in acts]
-    _segment_kernel[(K, triton.cdiv(N, cfg["BM"]))](
-        h, w[0], b[0], w[-2], b[-2], w[-1], b[-1], y, N, D0, DA, DM, DO, h.stride(0), h.stride(1),
-        LAYERS=len(w), A0=codes[0], AM=codes[-2], AO=codes[-1], BK=min(32, p2(D0)), AP=p2(DA), OP=p2(DO),
-        PREC=triton_dot_precision(h.dtype), **cfg)
-    return y
+def _dot_label(dtype: torch.dtype) -> str:
+    "How the kernel's dots multiply inputs of dtype under the TF32 switch: 'bf16', 'tf32' or 'ieee' (float32 on the CUDA cores)."
+    return "bf16" if dtype == torch.bfloat16 else triton_dot_precision(dtype, exact="ieee")
 
-def _kernel_pays(h: Tensor) -> bool:
-    "Whether the fused kernel beat the batched layers on an H200 for inputs like h (K, N, in): bf16 at every batch, TF32 up to 1,024 rows, float32 never."
-    return h.dtype == torch.bfloat16 or (torch.backends.cuda.matmul.allow_tf32 and h.shape[1] <= 1024)
+def _kernel_config(k: int, n: int, dm: int, dots: str) -> dict:
+    "Rows per program, middle units per chunk, warps and stages for k members, n rows and `dots` (_dot_label), the best of a sweep on an H200; then the middle layer's splits, doubled while the programs stay under a wave."
+    if n <= 16: cfg = dict(BM=16, BN=16 if dots == "tf32" else 32, num_warps=4, num_stages=2)
+    elif n <= 1024: cfg = dict(BM=64 if dots == "bf16" and k * triton.cdiv(n, 64) >= _WAVE else 32, BN=64,
+                               num_warps=8 if dots == "ieee" else 4, num_stages=2)
+    elif dots == "bf16": cfg = dict(BM=128, BN=64, num_warps=8, num_stages=3)
+    else: cfg = dict(BM=128, BN=32, num_warps=8, num_stages=2)
+    programs, split = k * triton.cdiv(n, cfg["BM"]), 1
+    while split < 8 and 2 * split * cfg["BN"] <= dm and 2 * split * programs <= _WAVE: split *= 2
+    return dict(cfg, SPLIT=split)
 
-def _fused_linears(h: Tensor, acts: tuple, *layers: Tensor) -> Tensor:
-    "A fusable run of stacked layers: _segment's one kernel where it pays (_kernel_pays), else one batched matmul a layer."
-    if _kernel_pays(h): return _segment(h, acts, *layers)
-    for act, w_t, b in zip(acts, layers[0::2], layers[1::2]): h = _linear(h, act, w_t.mT, b)
-    return h
+class _FusedRun:
+    "A run of 2 or 3 stacked linear layers, each W.T (K, in, out) and bias (K, out), as one Triton launch."
+    def __init__(self, acts: tuple, layers: tuple[Tensor, ...]):
+        self.acts, self.layers = acts, layers
+        self.scratch: dict[tuple, tuple[Tensor, Tensor]] = {}     # (rows, BM, SPLIT) -> split partials, arrival counters
+        self.configs: dict[tuple, dict] = {}                      # (rows, dots) -> the config that launched
+
+    def __call__(self, h: Tensor) -> Tensor:
+        dots = _dot_label(h.dtype)
+        key = (h.shape[1], dots)
+        cfg = self.configs.get(key) or _kernel_config(h.shape[0], h.shape[1], self.layers[-2].shape[1], dots)
+        while True:
+            try: y = self.launch(h, **cfg, precision="tf32" if dots == "bf16" else dots)
+            except OutOfResources:      # wide outputs on large row blocks: halve the rows, then drop the pipelining
+                if cfg["BM"] == 16 and cfg["num_stages"] == 1: raise
+                cfg = dict(cfg, BM=max(16, cfg["BM"] // 2)) if cfg["BM"] > 16 else dict(cfg, num_stages=1)
+                continue
+            self.configs[key] = cfg
+            return y
+
+    def launch(self, h: Tensor, *, BM: int, BN: int, SPLIT: int, num_warps: int, num_stages: int, precision: str) -> Tensor:
+        "(K, N, in) -> (K, N, out) in one launch of the given config, the dots at `precision` ('tf32', 'tf32x3' or 'ieee')."
+        if h.stride(-1) != 1: h = h.contiguous()
+        K, N, D0 = h.shape
+        w, b = self.layers[0::2], self.layers[1::2]
+        DA, DM, DO = (w[0].shape[2], w[1].shape[2], w[2].shape[2]) if len(w) == 3 else (D0, w[0].shape[2], w[1].shape[2])
+        m_blocks, chunk = triton.cdiv(N, BM), triton.cdiv(triton.cdiv(DM, SPLIT), BN) * BN
+        key = (N, BM, SPLIT)
+        if key not in self.scratch:     # kept: a captured graph replays on them, and the kernel leaves the counters at 0
+            self.scratch[key] = (h.new_empty((SPLIT, K, N, DO) if SPLIT > 1 else (1,), dtype=torch.float32),
+                                 torch.zeros(K * m_blocks, dtype=torch.int32, device=h.device))
+        parts, tickets = self.scratch[key]
+        y, p2 = h.new_empty(K, N, DO), lambda n: max(16, triton.next_power_of_2(n))
+        codes = [_FUSED_ACTS[a[0]] for a in self.acts]
+        _segment_kernel[(K, m_blocks, SPLIT)](
+            h, w[0], b[0], w[-2], b[-2], w[-1], b[-1], y, parts, tickets, N, D0, DA, DM, DO, chunk, h.stride(0), h.stride(1),
+            LAYERS=len(w), A0=codes[0], AM=codes[-2], AO=codes[-1], BM=BM, BK=min(32, p2(D0)), AP=p2(DA), BN=BN, OP=p2(DO),
+            SPLIT=SPLIT, PREC=precision, num_warps=num_warps, num_stages=num_stages)
+        return y
 
 def _fusable_run(steps: Sequence[Step], i: int) -> int:
     "How many steps from `steps[i]` on one fused kernel runs: 3 or 2 linear layers whose whole widths fit on chip, else 1 (batched)."
@@ -275,8 +318,8 @@ class _Stacked:
         while i < len(steps):
             n = _fusable_run(steps, i) if fused else 1
             if n == 1: self.steps.append((STEP_OPS[steps[i].op], steps[i].args, stack(i)))
-            else: self.steps.append((_fused_linears, (tuple(s.args[0] for s in steps[i:i + n]),),
-                                     tuple(t for j in range(i, i + n) for t in fused_layer(j))))
+            else: self.steps.append((_FusedRun(tuple(s.args[0] for s in steps[i:i + n]),
+                                               tuple(t for j in range(i, i + n) for t in fused_layer(j))), (), ()))
             i += n
 
     def __call__(self, x: Tensor) -> Tensor:
@@ -338,6 +381,8 @@ class EnsembleRunner:
         self._build_groups(members, plans)
         self.cuda_graph = bool(cuda_graph) and cuda_graphs_available(self.device)
         self.graphs: dict[int, tuple[Tensor, Callable[[], Tensor]]] = {}      # batch size -> (static input, replay)
+        self._direct: dict[tuple, Callable[[], Tensor]] = {}    # an input's memory (_memory) -> the replay that reads it there
+        self._seen: dict[int, tuple] = {}                                    # batch size -> the last input's memory
 
 # %% ../nbs/19b_ensemble.ipynb #caabf2bb
 @patch
@@ -423,22 +468,43 @@ def _matmul_precision(self: EnsembleRunner):
     finally: torch.backends.cuda.matmul.allow_tf32 = before
 
 @patch
+def _capture(self: EnsembleRunner, x: Tensor) -> Callable[[], Tensor]:
+    "A CUDA graph of the forward that reads x's memory in place; x itself is not kept (a replay reads what lies there then)."
+    box = [x]
+    with torch.no_grad(), self._matmul_precision():
+        replay = capture_graph(lambda: self._forward(box[0].to(self.device, self.dtype)), device=self.device)
+    box.clear()
+    return replay
+
+def _memory(x: Tensor) -> tuple:
+    "Where and how x lies in memory (one address space for host and devices): a graph that reads it in place is keyed so."
+    return x.data_ptr(), x.shape, x.stride(), x.dtype
+
+@patch
 def __call__(self: EnsembleRunner, x: Tensor) -> Tensor:
     "Every member's output for x (B, in_features): a new float32 tensor (K, B, ...), members in the order given."
+    if isinstance(x, Tensor) and (direct := self._direct.get(_memory(x))) is not None:
+        return direct().clone()                           # the hot path: x was checked when its graph was captured
     if not isinstance(x, Tensor) or x.ndim != 2 or not x.is_floating_point() or x.shape[0] == 0:
         raise ValueError(f"x must be a float tensor (B, in_features) with B >= 1, got {getattr(x, 'shape', type(x).__name__)}")
     if self.in_features is not None and x.shape[1] != self.in_features:
         raise ValueError(f"x has {x.shape[1]} columns but the members read {self.in_features}: pass x of shape (B, {self.in_features})")
-    captured = self.graphs.get(x.shape[0]) if self.cuda_graph else None
-    if captured is not None:                              # the hot path: precision and no-grad were fixed at capture
-        static, replay = captured
-        static.copy_(x.detach())
-        return replay().clone()
-    with torch.no_grad(), self._matmul_precision():
-        if not self.cuda_graph: return self._forward(x.to(self.device, self.dtype))
-        static = x.to(self.device, self.dtype, copy=True)  # the first call at this batch size captures its graph
-        self.graphs[x.shape[0]] = static, capture_graph(lambda: self._forward(static), device=self.device)
-        return self.graphs[x.shape[0]][1]().clone()
+    B = x.shape[0]
+    if not self.cuda_graph:
+        with torch.no_grad(), self._matmul_precision(): return self._forward(x.to(self.device, self.dtype))
+    if B not in self.graphs:                              # the first call at this batch size captures its graph
+        static = x.to(self.device, self.dtype, copy=True)
+        self.graphs[B] = static, self._capture(static)
+        return self.graphs[B][1]().clone()
+    where = _memory(x)
+    if self._seen.get(B) == where and x.device == self.device:   # the same memory twice running: read it in place
+        self._direct = {k: g for k, g in self._direct.items() if k[1][0] != B}   # one such graph a batch size
+        self._direct[where] = self._capture(x)
+        return self._direct[where]().clone()
+    self._seen[B] = where
+    static, replay = self.graphs[B]
+    static.copy_(x.detach())                              # precision and no-grad were fixed at capture
+    return replay().clone()
 
 # %% ../nbs/19b_ensemble.ipynb #caba987b
 def _members_out(out: Tensor, ndim: int, what: str) -> None:

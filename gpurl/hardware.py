@@ -268,9 +268,10 @@ class MixedPrecisionConfig:
         return self
 
 # %% ../nbs/00_hardware.ipynb #85688825
-def triton_dot_precision(dtype: torch.dtype = torch.float32) -> str:
-    "The `input_precision` of a Triton kernel's dots on `dtype` inputs under PyTorch's TF32 switch: 'tf32' where TF32 matmuls are allowed (or the inputs are not float32), else 'tf32x3' (float32 accuracy)."
-    return "tf32x3" if dtype == torch.float32 and not torch.backends.cuda.matmul.allow_tf32 else "tf32"
+def triton_dot_precision(dtype: torch.dtype = torch.float32, exact: str = "tf32x3") -> str:
+    "The `input_precision` of a Triton kernel's dots on `dtype` inputs under PyTorch's TF32 switch: 'tf32' where TF32 matmuls are allowed (or the inputs are not float32), else `exact` ('tf32x3' or 'ieee': float32 accuracy)."
+    if exact not in ("tf32x3", "ieee"): raise ValueError(f"exact must be 'tf32x3' or 'ieee' (the float32-accurate dots), got {exact!r}")
+    return exact if dtype == torch.float32 and not torch.backends.cuda.matmul.allow_tf32 else "tf32"
 
 # %% ../nbs/00_hardware.ipynb #835882f2
 class TrainerGlobals:

@@ -1,7 +1,8 @@
 """gpurl.ensemble's fused-layer CUDA kernel runs on the CPU through Triton's interpreter (TRITON_INTERPRET=1, in a
 subprocess: the switch must be set before Triton is imported), against the batched path it replaces: runs of three and
 two layers, widths that are not powers of two, every fused activation, a chain cut into two runs, batches that leave
-the last program part empty, one input shared by every member (a stride-0 view). Float32 only: the interpreter
+the last program part empty, one input shared by every member (a stride-0 view), the middle layer split across 2, 3
+and 4 programs whose partial sums the last to arrive adds up. Float32 only: the interpreter
 multiplies bfloat16 tiles wrongly, so bf16 is checked on CUDA by the notebook's GPU cells."""
 import os, subprocess, sys, textwrap
 import pytest
@@ -12,7 +13,6 @@ CHECK = textwrap.dedent("""
     import torch
     from torch import nn
     import gpurl.ensemble as E
-    E._kernel_pays = lambda h: True             # the kernel at every precision and batch: float32 here
     torch.manual_seed(0)
     def mlp(widths, acts):
         layers = []
@@ -26,11 +26,19 @@ CHECK = textwrap.dedent("""
         plans = [E.member_steps(mlp(widths, acts)) for _ in range(3)]
         batched = E._Stacked(plans, torch.float32, torch.device("cpu"))
         fused = E._Stacked(plans, torch.float32, torch.device("cpu"), fused=True)
-        assert [str(len(args[0])) for fn, args, _ in fused.steps] == runs and all(f is E._fused_linears for f, *_ in fused.steps)
+        assert [str(len(run.acts)) for run, *_ in fused.steps] == runs and all(isinstance(r, E._FusedRun) for r, *_ in fused.steps)
         x = torch.randn(B, widths[0])
         want, got = batched(x), fused(x)
         assert got.shape == want.shape == (3, B, widths[-1])
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6 * want.abs().max().item())
+        run, h = fused.steps[0][0], x.expand(3, *x.shape)
+        for split in (2, 3, 4):                 # the middle layer split across programs, partials added by the last
+            cfg = dict(BM=16, BN=16, SPLIT=split, num_warps=4, num_stages=2, precision="ieee")
+            out = run.launch(h, **cfg)
+            assert torch.equal(out, run.launch(h, **cfg))        # counters reset by the kernel: a second call is the same
+            ref = E._Stacked(plans, torch.float32, torch.device("cpu"))
+            ref.steps = ref.steps[:len(run.acts)]
+            torch.testing.assert_close(out, ref(x), rtol=1e-5, atol=1e-6 * want.abs().max().item())
     print("fused kernel == batched layers")
 """)
 
