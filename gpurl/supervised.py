@@ -23,7 +23,8 @@ from . import hardware, walkforward
 # %% auto #0
 __all__ = ['POSITIONS', 'AUTO_BATCH_FRACTION', 'forward_returns', 'return_classes', 'confusion_matrix', 'macro_f1', 'accuracy',
            'majority_class', 'majority_f1', 'macro_f1_margin', 'classification_metrics', 'regression_metrics',
-           'SupervisedConfig', 'SupervisedModel', 'BarMLP', 'BarMlpConfig', 'SupervisedTrainer', 'PositionPolicy']
+           'SupervisedConfig', 'SupervisedModel', 'BarMLP', 'BarMlpConfig', 'SupervisedTrainer', 'eval_rows',
+           'pad_rows', 'PositionPolicy']
 
 # %% ../nbs/12_supervised.ipynb #a3f9c2e3
 def _check_horizons(horizons: Sequence[int]) -> tuple[int, ...]:
@@ -459,30 +460,43 @@ def train_epoch(self: SupervisedTrainer) -> dict[str, Tensor]:
             "step": self._steps.clone(), "batch_size": self._acc.new_tensor(float(B))}   # the run's metrics show the batch
 
 # %% ../nbs/12_supervised.ipynb #deafd22c
+def eval_rows(n: int, cap: int) -> int:
+    "The rows an inference call on n <= cap rows is padded to: the next power of two from 64, at most `cap`."
+    return min(cap, max(64, 1 << (n - 1).bit_length()))
+
+def pad_rows(x: Tensor, n: int) -> Tensor:
+    "x (B, ...) with its last row repeated up to n rows (x itself when it has n)."
+    return torch.cat([x, x[-1:].expand(n - len(x), *x.shape[1:])]) if n > len(x) else x
+
+@patch
+def _in_chunks(self: SupervisedTrainer, fn: Callable[[Tensor], Tensor], rows: Tensor, pad: bool | None) -> Tensor:
+    "fn over `rows` in chunks of eval_batch, each padded to eval_rows first where `pad` (default: on CUDA) and cut back after."
+    eb, pad = self.config.eval_batch, self.device.type == "cuda" if pad is None else pad
+    return torch.cat([fn(pad_rows(r, eval_rows(len(r), eb)) if pad else r)[:len(r)] for r in rows.split(eb)])
+
 @patch
 @TrainerGlobals.method
-def predict(self: SupervisedTrainer, data: FoldData) -> Tensor:
-    "Outputs (T - window + 1, n_outputs) for the rows window-1 .. T-1 of `data`, in eval mode under inference_mode."
+def predict(self: SupervisedTrainer, data: FoldData, pad: bool | None = None) -> Tensor:
+    "Outputs (T - window + 1, n_outputs) for the rows window-1 .. T-1 of `data`, in eval mode under inference_mode; `pad`: see _in_chunks."
     self.check_split(data)
     x, W, F_ = data.features.to(self.device), self.config.env.window, self.n_features
     was = self.model.training
     self.model.eval()
     try:
         with torch.inference_mode(), self._autocast():
-            outs = [self.model(gather_windows(x, torch.arange(a, min(a + self.config.eval_batch, len(x)), device=x.device),
-                                              W).view(-1, W, F_)).float()
-                    for a in range(W - 1, len(x), self.config.eval_batch)]
+            out = self._in_chunks(lambda r: self.model(gather_windows(x, r, W).view(-1, W, F_)).float(),
+                                  torch.arange(W - 1, len(x), device=x.device), pad)
     finally: self.model.train(was)
-    return torch.cat(outs)
+    return out
 
 @patch
 @TrainerGlobals.method
-def act_scores(self: SupervisedTrainer, obs: Tensor) -> Tensor:
-    "(B, 3) short / flat / long scores of backtest observations (B, window * F + 1), in eval mode without autograd."
+def act_scores(self: SupervisedTrainer, obs: Tensor, pad: bool | None = None) -> Tensor:
+    "(B, 3) short / flat / long scores of backtest observations (B, window * F + 1), in eval mode without autograd; `pad`: see _in_chunks."
     was = self.model.training
     self.model.eval()
     try:
-        with torch.inference_mode(), self._autocast(): scores = self.model.act_scores(obs)
+        with torch.inference_mode(), self._autocast(): scores = self._in_chunks(self.model.act_scores, obs, pad)
     finally: self.model.train(was)
     return scores.clone()                                    # a normal tensor: the backtest writes beside it
 
