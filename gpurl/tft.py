@@ -454,7 +454,7 @@ def interpret(self: TftTrainer, data: FoldData, max_rows: int = 2048) -> dict[st
 
 # %% ../nbs/15_tft.ipynb #fbbc115f
 walkforward.register_model("tft", TftTrainer, TftConfig, data="bars", quickstart=dict(   # gpurl_train's small default
-    hidden=16, forecast_horizon=4, batch_size=64, lr=3e-3, env=dict(window=32)))
+    hidden=16, forecast_horizon=4, batch_size=64, lr=3e-3, env=dict(window=32), compile=False))   # eager stages: see above
 
 # %% ../nbs/15_tft.ipynb #1458f737
 @patch(cls_method=True)
