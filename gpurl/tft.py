@@ -21,10 +21,10 @@ from .supervised import SupervisedConfig, SupervisedTrainer
 from . import walkforward
 
 # %% auto #0
-__all__ = ['QUANTILES', 'CPU_CHUNK_BYTES', 'N_CALENDAR', 'check_quantiles', 'quantile_loss', 'elu', 'GatedLinearUnit',
-           'GateAddNorm', 'GatedResidualNetwork', 'VariableSelection', 'decoder_mask', 'InterpretableAttention',
-           'TemporalFusionTransformer', 'known_future_calendar', 'next_returns', 'tft_inputs', 'TftBarNet', 'TftConfig',
-           'TftTrainer']
+__all__ = ['QUANTILES', 'CPU_CHUNK_BYTES', 'SCALE_FLOOR', 'N_CALENDAR', 'check_quantiles', 'quantile_loss', 'elu',
+           'GatedLinearUnit', 'GateAddNorm', 'GatedResidualNetwork', 'VariableSelection', 'decoder_mask',
+           'InterpretableAttention', 'TemporalFusionTransformer', 'known_future_calendar', 'next_returns', 'tft_inputs',
+           'TftBarNet', 'TftConfig', 'TftTrainer']
 
 # %% ../nbs/15_tft.ipynb #37819c8e
 QUANTILES = (0.1, 0.5, 0.9)   # Lim et al. 2021 report the P10, P50 and P90 risks
@@ -180,15 +180,17 @@ class TemporalFusionTransformer(nn.Module):
     "TFT (Lim et al. 2021): observed (B, E, F_o), known (B, E+H, F_k), optional static (B, S) -> quantiles (B, H, Q)."
     def __init__(self, n_observed: int, n_known: int, encoder_length: int = 64, horizon: int = 8, hidden: int = 64,
                  heads: int = 4, quantiles: Sequence[float] = QUANTILES, n_static: int = 0, dropout: float = 0.1,
-                 compile: bool = True):
+                 compile: bool = True, scale_input: int | None = None):
         super().__init__()
         for name, v, lo in (("n_observed", n_observed, 1), ("n_known", n_known, 1), ("encoder_length", encoder_length, 1),
                             ("horizon", horizon, 1), ("hidden", hidden, 1), ("heads", heads, 1), ("n_static", n_static, 0)):
             if isinstance(v, bool) or not isinstance(v, int) or v < lo: raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
+        if scale_input is not None and (isinstance(scale_input, bool) or not isinstance(scale_input, int) or not 0 <= scale_input < n_observed):
+            raise ValueError(f"scale_input must be None or an observed input's column 0..{n_observed - 1}, got {scale_input!r}")
         d = align_to_tensor_cores(hidden)
         self.n_observed, self.n_known, self.n_static, self.d = n_observed, n_known, n_static, d
         self.encoder_length, self.horizon, self.quantiles = encoder_length, horizon, check_quantiles(quantiles)
-        self.compile, self._compiled = compile, {}
+        self.compile, self._compiled, self.scale_input = compile, {}, scale_input
         dc = d if n_static else 0                                        # static contexts exist only with static inputs
         if n_static:
             self.static_vsn = VariableSelection(n_static, d, 0, dropout)
@@ -208,6 +210,8 @@ class TemporalFusionTransformer(nn.Module):
         self.register_buffer("mask", decoder_mask(encoder_length, horizon), persistent=False)
 
 # %% ../nbs/15_tft.ipynb #06860e12
+SCALE_FLOOR = 1e-3   # with scale_input, the least window scale (the inputs are standardised: their scale is about 1)
+
 @patch
 def _check(self: TemporalFusionTransformer, observed: Tensor, known: Tensor, static: Tensor | None) -> None:
     "ValueError naming the input whose shape does not fit the model."
@@ -274,7 +278,9 @@ def encode(self: TemporalFusionTransformer, observed: Tensor, known: Tensor, sta
 def forward(self: TemporalFusionTransformer, observed: Tensor, known: Tensor, static: Tensor | None = None) -> Tensor:
     "Quantile forecasts (B, H, Q) of the H steps after the encoder window."
     theta, phi, _ = self.encode(observed, known, static)
-    return self._stage(self.decode, theta, phi)
+    q = self._stage(self.decode, theta, phi)
+    if self.scale_input is None: return q
+    return q * observed[..., self.scale_input].std(1).clamp_min(SCALE_FLOOR)[:, None, None]   # the window's scale
 
 # %% ../nbs/15_tft.ipynb #ed1c0fff
 @patch
@@ -344,6 +350,7 @@ class TftConfig(SupervisedConfig):
     dropout: float = 0.1                  # pytorch-forecasting's default (Lim et al. search 0.1..0.9)
     quantiles: tuple[float, ...] = QUANTILES
     compile: bool = True                  # on CUDA, compile the stages around the LSTMs (capture_compile); the CPU runs eagerly
+    scale_input: int | None = None        # forecasts times the encoder window's std of this observed input; None: one global scale
 
     def __post_init__(self):
         super().__post_init__()
@@ -382,7 +389,7 @@ def build_model(self: TftConfig, n_features: int) -> nn.Module:
                          f"columns of forecast_horizon {self.forecast_horizon}: pass tft_inputs(build_fold(..., "
                          "calendar=known_future_calendar(bars.index, forecast_horizon)))")
     tft = TemporalFusionTransformer(n_obs, N_CALENDAR, self.env.window, self.forecast_horizon, self.hidden, self.heads,
-                                    self.quantiles, dropout=self.dropout, compile=self.compile)
+                                    self.quantiles, dropout=self.dropout, compile=self.compile, scale_input=self.scale_input)
     return TftBarNet(tft, self.horizon)
 
 @patch
