@@ -237,18 +237,45 @@ if triton is not None:
                 tl.atomic_xchg(ticket, 0)                   # ready for the next call
                 _finish(acc, bo, y, at, ok, k, ro, DO, AO)
 
+    @triton.jit
+    def _transposed_segment_kernel(x, w0, b0, wm, bm, wo, bo, y, B, D0, DA, DM, DO, s_xk, s_xb,
+                                   A0: tl.constexpr, AM: tl.constexpr, AO: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr,
+                                   AP: tl.constexpr, BN: tl.constexpr, OP: tl.constexpr, PREC: tl.constexpr):
+        "_segment_kernel's three layers, unsplit, on transposed tiles: a^T = act0(w0^T x^T + b0) is the middle dots' second operand, h^T = actM(wm^T a^T + bm) BN units at a time, out = actO(sum_n h wo + bo)."
+        k, i = tl.program_id(0), tl.program_id(1)
+        rm = i * BM + tl.arange(0, BM)
+        mm, ra, ro = rm < B, tl.arange(0, AP), tl.arange(0, OP)
+        at = tl.zeros((AP, BM), dtype=tl.float32)
+        for k0 in range(0, D0, BK):
+            rk = k0 + tl.arange(0, BK)
+            xt = tl.load(x + k * s_xk + rm[None, :] * s_xb + rk[:, None], mask=mm[None, :] & (rk[:, None] < D0), other=0.0)
+            wt = tl.load(w0 + k * D0 * DA + rk[None, :] * DA + ra[:, None], mask=(rk[None, :] < D0) & (ra[:, None] < DA), other=0.0)
+            at = tl.dot(wt, xt, at, input_precision=PREC)
+        at = _act(at + tl.load(b0 + k * DA + ra, mask=ra < DA, other=0.0)[:, None], A0).to(y.dtype.element_ty)
+        acc = tl.zeros((BM, OP), dtype=tl.float32)
+        for n0 in range(0, DM, BN):
+            rn = n0 + tl.arange(0, BN)
+            w = tl.load(wm + k * DA * DM + ra[None, :] * DM + rn[:, None], mask=(ra[None, :] < DA) & (rn[:, None] < DM), other=0.0)
+            ht = tl.dot(w, at, input_precision=PREC) + tl.load(bm + k * DM + rn, mask=rn < DM, other=0.0)[:, None]
+            ht = _act(ht, AM).to(y.dtype.element_ty)
+            w = tl.load(wo + k * DM * DO + rn[:, None] * DO + ro[None, :], mask=(rn[:, None] < DM) & (ro[None, :] < DO), other=0.0)
+            acc = tl.dot(tl.trans(ht), w, acc, input_precision=PREC)
+        _finish(acc, bo, y, (k * B + rm[:, None]) * DO + ro[None, :], mm[:, None] & (ro[None, :] < DO), k, ro, DO, AO)
+
 _WAVE = 128        # programs that about fill an H200 (132 multiprocessors): below it a call splits the middle layer
 
 def _dot_label(dtype: torch.dtype) -> str:
     "How the kernel's dots multiply inputs of dtype under the TF32 switch: 'bf16', 'tf32' or 'ieee' (float32 on the CUDA cores)."
     return "bf16" if dtype == torch.bfloat16 else triton_dot_precision(dtype, exact="ieee")
 
-def _kernel_config(k: int, n: int, dm: int, dots: str) -> dict:
-    "Rows per program, middle units per chunk, warps and stages for k members, n rows and `dots` (_dot_label), the best of a sweep on an H200; then the middle layer's splits, doubled while the programs stay under a wave."
+def _kernel_config(k: int, n: int, dm: int, dots: str, layers: int = 3) -> dict:
+    "Rows per program, middle units per chunk, warps and stages for k members, n rows, `dots` (_dot_label) and a run of `layers`, the best of a sweep on an H200; then the middle layer's splits, doubled while the programs stay under a wave. TF32 runs of three over a wave of row blocks take the transposed kernel."
     if n <= 16: cfg = dict(BM=16, BN=16 if dots == "tf32" else 32, num_warps=4, num_stages=2)
     elif n <= 1024: cfg = dict(BM=64 if dots == "bf16" and k * triton.cdiv(n, 64) >= _WAVE else 32, BN=64,
                                num_warps=8 if dots == "ieee" else 4, num_stages=2)
     elif dots == "bf16": cfg = dict(BM=128, BN=64, num_warps=8, num_stages=3)
+    elif dots == "tf32" and layers == 3 and k * triton.cdiv(n, 128) >= _WAVE:
+        return dict(BM=128, BN=32, num_warps=8, num_stages=1, SPLIT=1, transposed=True)
     else: cfg = dict(BM=128, BN=32, num_warps=8, num_stages=2)
     programs, split = k * triton.cdiv(n, cfg["BM"]), 1
     while split < 8 and 2 * split * cfg["BN"] <= dm and 2 * split * programs <= _WAVE: split *= 2
@@ -264,7 +291,7 @@ class _FusedRun:
     def __call__(self, h: Tensor) -> Tensor:
         dots = _dot_label(h.dtype)
         key = (h.shape[1], dots)
-        cfg = self.configs.get(key) or _kernel_config(h.shape[0], h.shape[1], self.layers[-2].shape[1], dots)
+        cfg = self.configs.get(key) or _kernel_config(h.shape[0], h.shape[1], self.layers[-2].shape[1], dots, len(self.acts))
         while True:
             try: y = self.launch(h, **cfg, precision="tf32" if dots == "bf16" else dots)
             except OutOfResources:      # wide outputs on large row blocks: halve the rows, then drop the pipelining
@@ -274,20 +301,27 @@ class _FusedRun:
             self.configs[key] = cfg
             return y
 
-    def launch(self, h: Tensor, *, BM: int, BN: int, SPLIT: int, num_warps: int, num_stages: int, precision: str) -> Tensor:
-        "(K, N, in) -> (K, N, out) in one launch of the given config, the dots at `precision` ('tf32', 'tf32x3' or 'ieee')."
+    def launch(self, h: Tensor, *, BM: int, BN: int, SPLIT: int, num_warps: int, num_stages: int, precision: str,
+               transposed: bool = False) -> Tensor:
+        "(K, N, in) -> (K, N, out) in one launch of the given config, the dots at `precision` ('tf32', 'tf32x3' or 'ieee'); `transposed`: a run of three, unsplit, on _transposed_segment_kernel."
         if h.stride(-1) != 1: h = h.contiguous()
         K, N, D0 = h.shape
         w, b = self.layers[0::2], self.layers[1::2]
         DA, DM, DO = (w[0].shape[2], w[1].shape[2], w[2].shape[2]) if len(w) == 3 else (D0, w[0].shape[2], w[1].shape[2])
-        m_blocks, chunk = triton.cdiv(N, BM), triton.cdiv(triton.cdiv(DM, SPLIT), BN) * BN
+        y, p2 = h.new_empty(K, N, DO), lambda n: max(16, triton.next_power_of_2(n))
+        codes, m_blocks = [_FUSED_ACTS[a[0]] for a in self.acts], triton.cdiv(N, BM)
+        if transposed:
+            if len(w) != 3 or SPLIT != 1: raise ValueError(f"the transposed kernel runs three layers unsplit, got {len(w)} layers and SPLIT={SPLIT}")
+            _transposed_segment_kernel[(K, m_blocks)](
+                h, w[0], b[0], w[1], b[1], w[2], b[2], y, N, D0, DA, DM, DO, h.stride(0), h.stride(1), A0=codes[0], AM=codes[1],
+                AO=codes[2], BM=BM, BK=min(32, p2(D0)), AP=p2(DA), BN=BN, OP=p2(DO), PREC=precision, num_warps=num_warps, num_stages=num_stages)
+            return y
+        chunk = triton.cdiv(triton.cdiv(DM, SPLIT), BN) * BN
         key = (N, BM, SPLIT)
         if key not in self.scratch:     # kept: a captured graph replays on them, and the kernel leaves the counters at 0
             self.scratch[key] = (h.new_empty((SPLIT, K, N, DO) if SPLIT > 1 else (1,), dtype=torch.float32),
                                  torch.zeros(K * m_blocks, dtype=torch.int32, device=h.device))
         parts, tickets = self.scratch[key]
-        y, p2 = h.new_empty(K, N, DO), lambda n: max(16, triton.next_power_of_2(n))
-        codes = [_FUSED_ACTS[a[0]] for a in self.acts]
         _segment_kernel[(K, m_blocks, SPLIT)](
             h, w[0], b[0], w[-2], b[-2], w[-1], b[-1], y, parts, tickets, N, D0, DA, DM, DO, chunk, h.stride(0), h.stride(1),
             LAYERS=len(w), A0=codes[0], AM=codes[-2], AO=codes[-1], BM=BM, BK=min(32, p2(D0)), AP=p2(DA), BN=BN, OP=p2(DO),

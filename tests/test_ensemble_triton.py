@@ -2,7 +2,8 @@
 subprocess: the switch must be set before Triton is imported), against the batched path it replaces: runs of three and
 two layers, widths that are not powers of two, every fused activation, a chain cut into two runs, batches that leave
 the last program part empty, one input shared by every member (a stride-0 view), the middle layer split across 2, 3
-and 4 programs whose partial sums the last to arrive adds up. Float32 only: the interpreter
+and 4 programs whose partial sums the last to arrive adds up, and runs of three on the transposed kernel (TF32's at
+large batches). Float32 only: the interpreter
 multiplies bfloat16 tiles wrongly, so bf16 is checked on CUDA by the notebook's GPU cells."""
 import os, subprocess, sys, textwrap
 import pytest
@@ -39,6 +40,12 @@ CHECK = textwrap.dedent("""
             ref = E._Stacked(plans, torch.float32, torch.device("cpu"))
             ref.steps = ref.steps[:len(run.acts)]
             torch.testing.assert_close(out, ref(x), rtol=1e-5, atol=1e-6 * want.abs().max().item())
+        cfg = dict(BM=16, BN=16, SPLIT=1, num_warps=4, num_stages=1, precision="ieee", transposed=True)
+        if len(run.acts) == 3:                  # the transposed kernel: h^T = wm^T a^T, the same sums
+            torch.testing.assert_close(run.launch(h, **cfg), ref(x), rtol=1e-5, atol=1e-6 * want.abs().max().item())
+        else:
+            try: run.launch(h, **cfg); raise AssertionError("a run of two took the transposed kernel")
+            except ValueError as e: assert "three layers unsplit" in str(e), e
     print("fused kernel == batched layers")
 """)
 
