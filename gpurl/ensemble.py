@@ -517,7 +517,8 @@ def _memory(x: Tensor) -> tuple:
 @patch
 def __call__(self: EnsembleRunner, x: Tensor) -> Tensor:
     "Every member's output for x (B, in_features): a new float32 tensor (K, B, ...), members in the order given."
-    if isinstance(x, Tensor) and (direct := self._direct.get(_memory(x))) is not None:
+    where = _memory(x) if isinstance(x, Tensor) else None
+    if (direct := self._direct.get(where)) is not None:
         return direct().clone()                           # the hot path: x was checked when its graph was captured
     if not isinstance(x, Tensor) or x.ndim != 2 or not x.is_floating_point() or x.shape[0] == 0:
         raise ValueError(f"x must be a float tensor (B, in_features) with B >= 1, got {getattr(x, 'shape', type(x).__name__)}")
@@ -530,7 +531,6 @@ def __call__(self: EnsembleRunner, x: Tensor) -> Tensor:
         static = x.to(self.device, self.dtype, copy=True)
         self.graphs[B] = static, self._capture(static)
         return self.graphs[B][1]().clone()
-    where = _memory(x)
     if self._seen.get(B) == where and x.device == self.device:   # the same memory twice running: read it in place
         self._direct = {k: g for k, g in self._direct.items() if k[1][0] != B}   # one such graph a batch size
         self._direct[where] = self._capture(x)
