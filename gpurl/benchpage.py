@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 from fastcore.script import call_parse
-from .bench import Record, Results, figure_text, in_unit, measured_on, shape_text
+from .timing import Record, Results, figure_text, in_unit, measured_on, shape_text
 from .cli import UsageError, run_console
 
 # %% auto #0
@@ -383,8 +383,8 @@ SEED_MAP: list[SeedRow] = [
             (Pick("ensemble", "ensemble forward", "EnsembleRunner captured fp32", {"members": 10, "batch": 1}),
              Pick("ensemble", "ensemble forward", "EnsembleRunner captured bf16", {"members": 64}))),
     SeedRow("BF16 benchmarks: every figure beside its baseline in fp32, TF32 and bf16",
-            ("23_bench", "24_benchpage"),
-            ("gpurl.bench.gpurl_bench", "gpurl.bench.Results", "gpurl.hardware.BF16_MIN_WIDTH",
+            ("23_bench", "00_timing", "24_benchpage"),
+            ("gpurl.bench.gpurl_bench", "gpurl.timing.Results", "gpurl.hardware.BF16_MIN_WIDTH",
              "gpurl.benchpage.render_benchmarks"),
             (Pick("amp_crossover", "mlp forward + backward", "3-layer MLP bf16", {"width": 4096}),
              Pick("tft", "tft train step", "gpurl captured bf16", {"width": 128}))),

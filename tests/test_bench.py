@@ -11,7 +11,8 @@ def _bench(*args, cwd) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 def test_quick_suite_end_to_end(tmp_path):
-    from gpurl.bench import CASES, Record
+    from gpurl.bench import CASES
+    from gpurl.timing import Record
     r = _bench("--quick", "--quiet", "--out", tmp_path / "out", cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     records = json.loads((tmp_path / "out" / "results.json").read_text())["records"]

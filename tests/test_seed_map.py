@@ -8,7 +8,7 @@ import pytest
 
 from _cli import script_env
 
-from gpurl.bench import Results
+from gpurl.timing import Results
 from gpurl.benchpage import SEED_MAP, page_name, render_benchmarks, resolve, seed_map_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
