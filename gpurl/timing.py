@@ -178,8 +178,11 @@ def shape_text(shape: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in shape.items())
 
 def measured_on(records: Sequence[Record]) -> str:
-    "Where and when `records` were measured: each distinct 'device, torch version, date', sorted, joined by '; '."
-    return "; ".join(sorted({f"{r.device}, torch {r.torch}, {r.date}" for r in records}))
+    "Where and when `records` were measured: each distinct 'device, torch version', sorted, with its dates ('d1 and d2'), joined by '; '."
+    dates: dict[str, set[str]] = {}
+    for r in records: dates.setdefault(f"{r.device}, torch {r.torch}", set()).add(r.date)
+    def listed(ds: list[str]) -> str: return ds[0] if len(ds) == 1 else ", ".join(ds[:-1]) + " and " + ds[-1]
+    return "; ".join(f"{where}, {listed(sorted(ds))}" for where, ds in sorted(dates.items()))
 
 @dataclass
 class Results:
