@@ -29,7 +29,8 @@ from .registry import models, get_model
 from .rundir import (DEFAULT_DATA, RunConfig, RunData, load_data, load_fold_results, read_jsonl, save_fold_result,
                           synthetic_settings,
                           write_json)
-from .run import ENSEMBLE_FILE, EnsembleRun, Run, load_run, member_dir, member_seeds, write_ensemble, write_report
+from .run import Run, load_run, write_report
+from .runensemble import ENSEMBLE_FILE, EnsembleRun, member_dir, member_seeds, write_ensemble
 from .distributed import (MultiGpuConfig, Worker, WorkerFailure, data_parallel, discard_checkpoint, init_worker,
                                launch, rank_config, restart_count, torchrun_command, torchrun_worker)
 

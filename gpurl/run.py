@@ -5,10 +5,9 @@
 # %% ../nbs/20_run.ipynb #acc6459a
 from __future__ import annotations
 import calendar, json, math, os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -19,19 +18,16 @@ from fastcore.basics import patch
 from .data import FoldSplits
 from .metrics import (sharpe_ratio, sortino_ratio, calmar_ratio, annualized_return, max_drawdown, drawdown,
                            drawdown_duration, hit_rate, turnover, probabilistic_sharpe_ratio, expected_max_sharpe,
-                           effective_trials, sharpe_interval, performance_summary)
+                           effective_trials, sharpe_interval)
 from .checkpoint import atomic_write_bytes, load_checkpoint
 from .walkforward import FoldResult, WalkForwardResult, backtest_trainer
 from .registry import get_model
 from .supervised import accuracy, confusion_matrix, macro_f1_margin
-from .rundir import RunConfig, RunData, bar_time, load_fold_results, read_jsonl, save_fold_result, write_json
-from .ensemble import AGGREGATIONS, EnsembleRunner
-from .env import BacktestResult
+from .rundir import RunConfig, RunData, bar_time, load_fold_results, read_jsonl
 
 # %% auto #0
-__all__ = ['ENSEMBLE_FILE', 'Run', 'load_run', 'excess_figures', 'Trials', 'run_trials', 'deflate', 'write_report',
-           'compare_runs', 'member_seeds', 'member_dir', 'ensemble_aggregation', 'ensemble_policy', 'backtest_ensemble',
-           'EnsembleRun', 'load_ensemble', 'write_ensemble', 'write_ensemble_report']
+__all__ = ['Run', 'read_metrics', 'load_run', 'excess_figures', 'same_plan', 'Trials', 'run_trials', 'deflate', 'number_text',
+           'excess_text', 'data_label', 'markdown_table', 'write_report', 'compare_runs']
 
 # %% ../nbs/20_run.ipynb #b66897ff
 @dataclass
@@ -139,11 +135,13 @@ def _scored_row(fr: FoldResult, s: dict | None, n_classes: int) -> dict:
             "margin_high": m.get("high"), "verdict": _margin_verdict(m), "test_accuracy": fr.test.get("accuracy"),
             "n_scored": m.get("n_rows")}
 
-def _read_metrics_frame(path: Path) -> pd.DataFrame:
-    "metrics.jsonl as a DataFrame (None -> NaN)."
+# %% ../nbs/20_run.ipynb #00bd56d3
+def read_metrics(path: Path) -> pd.DataFrame:
+    "A run's metrics.jsonl as a DataFrame, one row per epoch per fold (None -> NaN; no file: no rows)."
     rows = read_jsonl(path)
     return pd.DataFrame(rows).astype({"fold": int, "epoch": int}) if rows else pd.DataFrame(columns=["fold", "epoch"])
 
+# %% ../nbs/20_run.ipynb #1e565483
 def load_run(path: str | os.PathLike) -> Run:
     "Read a gpurl_train run directory (finished or interrupted): config, metrics, finished folds, results."
     p = Path(path)
@@ -155,7 +153,7 @@ def load_run(path: str | os.PathLike) -> Run:
     result = None
     if res is not None and len(folds) == rc.folds:
         result = WalkForwardResult(folds, res.get("overall") or {}, res.get("test") or {}, res.get("test_buy_and_hold") or {})
-    return Run(p, rc, _read_metrics_frame(p / "metrics.jsonl"), folds, series, result, res)
+    return Run(p, rc, read_metrics(p / "metrics.jsonl"), folds, series, result, res)
 
 # %% ../nbs/20_run.ipynb #1693a8a4
 def excess_figures(returns: Tensor | None, buy_and_hold: Tensor | None, periods_per_year: float) -> dict:
@@ -183,16 +181,17 @@ def excess(self: Run) -> dict:
     return excess_figures(s.get("returns"), s.get("buy_and_hold"), self.config.annualisation()[0])
 
 # %% ../nbs/20_run.ipynb #1374c5a2
-def _same_plan(a: RunConfig, b: RunConfig) -> bool:
-    "Whether two runs tested on the same bars with the same folds."
+def same_plan(a: RunConfig, b: RunConfig) -> bool:
+    "Whether two runs tested on the same bars (the data fingerprint) with the same folds (number, sizes, embargo)."
     keys = ("folds", "train_bars", "val_bars", "test_bars", "embargo")
     return a.data_info.get("fingerprint") == b.data_info.get("fingerprint") and all(getattr(a, k) == getattr(b, k) for k in keys)
 
+# %% ../nbs/20_run.ipynb #f99d239a
 def _trial_status(path: Path, run: Run) -> str:
     "'trial' when the run directory at `path` counts as a trial beside `run`, else why it does not."
     try: rc = RunConfig.from_dict(json.loads((path / "config.json").read_text()))
     except (ValueError, TypeError, OSError): return "unreadable config.json"
-    if not _same_plan(rc, run.config): return "other data" if rc.data_info.get("fingerprint") != run.config.data_info["fingerprint"] else "other folds"
+    if not same_plan(rc, run.config): return "other data" if rc.data_info.get("fingerprint") != run.config.data_info["fingerprint"] else "other folds"
     try: done = json.loads((path / "results.json").read_text()).get("complete")
     except (ValueError, OSError): done = False
     return "trial" if done else "incomplete"
@@ -312,18 +311,18 @@ def plot_tear_sheet(self: Run):
     return fig
 
 # %% ../nbs/20_run.ipynb #3471c6b5
-def _f(v, fmt: str = "{:.2f}", width: int = 0) -> str:
+def number_text(v: float | None, fmt: str = "{:.2f}", width: int = 0) -> str:
     "A number for the tables ('-' when missing or not finite)."
     s = "-" if v is None or (isinstance(v, float) and not math.isfinite(v)) else fmt.format(v)
     return s.rjust(width) if width else s
 
-def _ci(e) -> str:
+def excess_text(e: dict | pd.Series) -> str:
     "An excess Sharpe with its 95% interval, e.g. '+0.85 [+0.21, +1.49]'."
     v = e.get("excess_sharpe")
     if v is None or not math.isfinite(v): return "-"
     return f"{v:+.2f} [{e['excess_low']:+.2f}, {e['excess_high']:+.2f}]"
 
-def _data_label(c: RunConfig) -> str:
+def data_label(c: RunConfig) -> str:
     "What the run trained on, in one phrase (source, size, dates)."
     i = c.data_info
     if c.kind == "lob":
@@ -334,13 +333,14 @@ def _data_label(c: RunConfig) -> str:
            if c.data == "synthetic" else Path(c.data).name + (", back-adjusted by its adj close" if i.get("adjusted") else ""))
     return f"{src}, {i['n_bars']} bars {bar_time(pd.Timestamp(i['first']).value)}..{bar_time(pd.Timestamp(i['last']).value)}"
 
+# %% ../nbs/20_run.ipynb #dd67023d
 @patch
 def trials_line(self: Run, trials: dict | None = None) -> str:
     "How many trials the test DSR deflates by, which runs they are, which are not counted (`trials`: default results.json's)."
     d = trials or (self.results or {}).get("trials") or self.deflated_test_sharpe()
-    head = (f"test DSR {_f(d['dsr'])}: best of {d['n_trials']} trial(s) under {self.path.parent} on these bars and folds "
-            f"(effective {_f(d.get('n_effective'), '{:.1f}')}, mean correlation {_f(d.get('mean_correlation'))}, "
-            f"SR* {_f(d.get('sr_star'))} annualised): {', '.join(d['trials'])}")
+    head = (f"test DSR {number_text(d['dsr'])}: best of {d['n_trials']} trial(s) under {self.path.parent} on these bars and folds "
+            f"(effective {number_text(d.get('n_effective'), '{:.1f}')}, mean correlation {number_text(d.get('mean_correlation'))}, "
+            f"SR* {number_text(d.get('sr_star'))} annualised): {', '.join(d['trials'])}")
     return head + ("; not counted: " + ", ".join(f"{k} ({v})" for k, v in d["skipped"].items()) if d["skipped"] else "")
 
 def _verdict(run: Run) -> str:
@@ -352,8 +352,8 @@ def _verdict(run: Run) -> str:
            "too short": "has too few test bars to compare with"}[e["verdict"]]
     folds = ", ".join(f"{v} in {k} of {len(run.folds)}" for v, k in per_fold.items())
     return (f"{c.algo.upper()} {how} buy-and-hold out of sample after {c.cost_bps:g} bp costs: the excess return over "
-            f"buy-and-hold has a stitched test Sharpe of {_ci(e)} (95% CI, stationary bootstrap over bars, mean block "
-            f"{_f(e['block_length'], '{:.1f}')} bars), PSR {_f(e['excess_psr'])}; per fold: {folds}")
+            f"buy-and-hold has a stitched test Sharpe of {excess_text(e)} (95% CI, stationary bootstrap over bars, mean block "
+            f"{number_text(e['block_length'], '{:.1f}')} bars), PSR {number_text(e['excess_psr'])}; per fold: {folds}")
 
 # %% ../nbs/20_run.ipynb #eeeade70
 @patch
@@ -367,9 +367,10 @@ def summary(self: Run) -> str:
     head = (f"{'fold':>4}  {'test period':<{pw}} {'epochs':>6} {'val SR':>6} {'val DSR':>7} {'test SR':>7} {'B&H SR':>6} "
             f"{'excess SR [95% CI]':>20} {'PSR':>4} {'verdict':<17} {'test MDD':>8} {'B&H MDD':>7} {'turnover':>8}")
     line = lambda k, period, ep, vs, vd, t, b, e, mdd, bmdd, to: (
-        f"{k:>4}  {period:<{pw}} {ep:>6} {_f(vs, width=6)} {_f(vd, width=7)} {_f(t, width=7)} {_f(b, width=6)} {_ci(e):>20} "
-        f"{_f(e.get('excess_psr'), width=4)} {e.get('verdict', ''):<17} {_f(mdd, '{:.1%}', 8)} {_f(bmdd, '{:.1%}', 7)} {_f(to, '{:.3f}', 8)}")
-    lines = [f"gpurl_train {c.algo} on {_data_label(c)}",
+        f"{k:>4}  {period:<{pw}} {ep:>6} {number_text(vs, width=6)} {number_text(vd, width=7)} {number_text(t, width=7)} "
+        f"{number_text(b, width=6)} {excess_text(e):>20} {number_text(e.get('excess_psr'), width=4)} {e.get('verdict', ''):<17} "
+        f"{number_text(mdd, '{:.1%}', 8)} {number_text(bmdd, '{:.1%}', 7)} {number_text(to, '{:.3f}', 8)}")
+    lines = [f"gpurl_train {c.algo} on {data_label(c)}",
              f"{c.folds} folds of {c.train_bars}/{c.val_bars}/{c.test_bars} train/val/test bars, embargo {c.embargo}, "
              f"{c.cost_bps:g} bp costs, up to {c.epochs} epochs, device {c.device}", *c.plan_lines(), "", head]
     lines += [line(r.name, p, r.epochs_run, r.val_sharpe, r.val_deflated_sharpe, r.test_sharpe, r.test_bh_sharpe, r,
@@ -381,7 +382,7 @@ def summary(self: Run) -> str:
     lines += ["", _verdict(self)] + ([self.trials_line()] if self.complete else [])
     if self.complete and (self.results or {}).get("planted_rule"):
         lines.append(f"reference: the planted rule (knows the synthetic market's mechanism) earns Sharpe "
-                     f"{_f(self.results['planted_rule']['test'].get('sharpe'))} on the same test bars")
+                     f"{number_text(self.results['planted_rule']['test'].get('sharpe'))} on the same test bars")
     return "\n".join(lines + _where_lines(self, "equity.png, drawdown.png, tear_sheet.png, learning_curves.png"))
 
 def _where_lines(run: Run, plots: str) -> list[str]:
@@ -429,9 +430,9 @@ def plot_equity(self: Run):
     for ax, fr in zip(axs, self.folds):
         s = self.series[fr.fold]
         x = pd.to_datetime(s["time_ns"].numpy())
-        ax.plot(x, s["returns"].cumsum(0).exp().numpy(), lw=1.2, label=f"{self.config.algo} (Sharpe {_f(fr.test.get('sharpe'))})")
+        ax.plot(x, s["returns"].cumsum(0).exp().numpy(), lw=1.2, label=f"{self.config.algo} (Sharpe {number_text(fr.test.get('sharpe'))})")
         ax.plot(x, s["buy_and_hold"].cumsum(0).exp().numpy(), lw=1.0, alpha=0.8,
-                label=f"buy & hold ({_f(fr.test_buy_and_hold.get('sharpe'))})")
+                label=f"buy & hold ({number_text(fr.test_buy_and_hold.get('sharpe'))})")
         ax.set(title=f"fold {fr.fold} test", ylabel="equity (start = 1)")
         ax.grid(alpha=0.3); ax.legend(fontsize=7); ax.tick_params(axis="x", labelrotation=30, labelsize=7)
     for ax in axs[len(self.folds):]: ax.set_visible(False)
@@ -458,48 +459,52 @@ def plot_drawdown(self: Run):
     return fig
 
 # %% ../nbs/20_run.ipynb #5304974c
-def _md_table(rows: list[list], head: list[str]) -> str:
-    "A markdown table."
+def markdown_table(rows: list[list], head: list[str]) -> str:
+    "A markdown table of `rows` under `head`, numeric columns right-aligned."
     num = [all(isinstance(r[i], (int, float)) or str(r[i]).lstrip("-+").replace(".", "", 1).rstrip("%").isdigit() or r[i] in ("", "-")
                for r in rows) for i in range(len(head))]
     out = ["| " + " | ".join(head) + " |", "|" + "|".join("---:" if n else "---" for n in num) + "|"]
     return "\n".join(out + ["| " + " | ".join(str(v) for v in r) + " |" for r in rows])
 
+# %% ../nbs/20_run.ipynb #8c85b576
 def _planted_line(run: Run) -> str:
     "The report's reference line for synthetic runs (empty otherwise)."
     pr = (run.results or {}).get("planted_rule")
     if not pr: return ""
     return (f"For reference, the **planted rule** (bets ar1 x the last return, i.e. it knows the synthetic market's mechanism "
-            f"and trades it every bar) earns a stitched test Sharpe of {_f(pr['test'].get('sharpe'))} on the same bars with "
-            f"the same costs (per fold: {', '.join(_f(x) for x in pr['folds'])}).\n\n")
+            f"and trades it every bar) earns a stitched test Sharpe of {number_text(pr['test'].get('sharpe'))} on the same bars with "
+            f"the same costs (per fold: {', '.join(number_text(x) for x in pr['folds'])}).\n\n")
 
 _RESULT_HEAD = ["fold", "test period", "epochs", "stop", "best epoch", "val Sharpe", "val DSR", "test Sharpe", "B&H Sharpe",
                 "excess Sharpe [95% CI]", "excess PSR", "verdict", "test max DD", "B&H max DD", "turnover"]
 
 def _result_rows(run: Run) -> list[list]:
     "The report's results table: one row per fold, then the stitched test folds."
-    rows = [[k, f"{x.test_start} .. {x.test_end}", x.epochs_run, x.stop_reason, _f(x.best_epoch, "{:.0f}"), _f(x.val_sharpe),
-             _f(x.val_deflated_sharpe), _f(x.test_sharpe), _f(x.test_bh_sharpe), _ci(x), _f(x.excess_psr), x.verdict,
-             _f(x.test_max_drawdown, "{:.1%}"), _f(x.test_bh_max_drawdown, "{:.1%}"), _f(x.test_turnover, "{:.3f}")]
+    rows = [[k, f"{x.test_start} .. {x.test_end}", x.epochs_run, x.stop_reason, number_text(x.best_epoch, "{:.0f}"),
+             number_text(x.val_sharpe), number_text(x.val_deflated_sharpe), number_text(x.test_sharpe),
+             number_text(x.test_bh_sharpe), excess_text(x), number_text(x.excess_psr), x.verdict,
+             number_text(x.test_max_drawdown, "{:.1%}"), number_text(x.test_bh_max_drawdown, "{:.1%}"),
+             number_text(x.test_turnover, "{:.3f}")]
             for k, x in run.table().iterrows()]
     t, b, e = run.result.test, run.result.test_buy_and_hold, run.excess()
     if t:
-        rows.append(["**all**", "stitched", "", "", "", "", "", _f(t.get("sharpe")), _f(b.get("sharpe")), _ci(e),
-                     _f(e["excess_psr"]), e["verdict"], _f(t.get("max_drawdown"), "{:.1%}"), _f(b.get("max_drawdown"), "{:.1%}"),
-                     _f(t.get("turnover"), "{:.3f}")])
+        rows.append(["**all**", "stitched", "", "", "", "", "", number_text(t.get("sharpe")), number_text(b.get("sharpe")),
+                     excess_text(e), number_text(e["excess_psr"]), e["verdict"], number_text(t.get("max_drawdown"), "{:.1%}"),
+                     number_text(b.get("max_drawdown"), "{:.1%}"), number_text(t.get("turnover"), "{:.3f}")])
     return rows
 
 def _sheet_table(run: Run) -> str:
     "The tear sheet as a markdown table (fractions as percentages)."
     ts, pct = run.tear_sheet(), {"total return", "CAGR", "volatility (annualised)", "max drawdown", "hit rate", "costs paid",
                                  "time long", "time short", "time flat"}
-    fmt = lambda k, v: _f(v, "{:.1%}") if k in pct else _f(v, "{:,.0f}") if k in ("bars", "longest drawdown (bars)") else _f(v)
-    return _md_table([[k, *(fmt(k, v) for v in row)] for k, row in ts.iterrows()], ["", *ts.columns])
+    fmt = lambda k, v: (number_text(v, "{:.1%}") if k in pct else
+                        number_text(v, "{:,.0f}") if k in ("bars", "longest drawdown (bars)") else number_text(v))
+    return markdown_table([[k, *(fmt(k, v) for v in row)] for k, row in ts.iterrows()], ["", *ts.columns])
 
 def _monthly_table(run: Run) -> str:
     "The strategy's monthly returns as a markdown table."
     m = run.monthly_returns()
-    return _md_table([[y, *(_f(v, "{:+.1%}") for v in row)] for y, row in m.iterrows()], ["year", *m.columns])
+    return markdown_table([[y, *(number_text(v, "{:+.1%}") for v in row)] for y, row in m.iterrows()], ["year", *m.columns])
 
 # %% ../nbs/20_run.ipynb #0a995426
 def write_report(run: Run) -> None:
@@ -518,11 +523,11 @@ def write_report(run: Run) -> None:
 {run.trials_line()}.
 
 - algorithm: **{c.algo}** (`{get_model(c.algo).trainer.__name__}`, every setting in `config.json`)
-- data: {_data_label(c)}
+- data: {data_label(c)}
 - walk-forward: {c.folds} folds of {c.train_bars} train / {c.val_bars} validation / {c.test_bars} test bars, embargo {c.embargo}, the last test window ending at the last bar
 - costs: {c.cost_bps:g} bp per unit of position traded; every figure {c.plan_lines()[0]}
 - epochs: up to {c.epochs} per fold (early stopping and LR plateaus per `config.json` `driver`); device {c.device}
-- training time: {_f(sum(f.seconds for f in run.folds), '{:.0f}')} s over all folds
+- training time: {number_text(sum(f.seconds for f in run.folds), '{:.0f}')} s over all folds
 - reproduce: `{c.command(config=run.path / 'hyperparams.json')}`
 
 ## Bars used
@@ -531,7 +536,7 @@ def write_report(run: Run) -> None:
 
 ## Results
 
-{_md_table(_result_rows(run), _RESULT_HEAD)}
+{markdown_table(_result_rows(run), _RESULT_HEAD)}
 
 {_planted_line(run)}Validation picks each fold's best epoch; the test bars come after it and were never used to choose anything. Buy-and-hold
 holds one long unit over the same test bars and pays the same entry cost. The excess Sharpe is the annualised Sharpe
@@ -589,7 +594,7 @@ def compare_runs(*runs) -> pd.DataFrame:
     runs, out = _runs_of(runs), []
     groups: list[list[Run]] = []                              # the trials: complete runs on the same bars and folds
     for r in (r for r in runs if r.complete and r.config.priced):
-        g = next((g for g in groups if _same_plan(g[0].config, r.config)), None)
+        g = next((g for g in groups if same_plan(g[0].config, r.config)), None)
         if g is None: groups.append([r])
         else: g.append(r)
     dsr = {id(r): (d["dsr"][i], d["n_trials"], d["n_effective"]) for g in groups for d in [deflate(g)] for i, r in enumerate(g)}
@@ -628,9 +633,10 @@ def _scored_verdict(run: Run) -> str:
     how = {"beats": "beats", "trails": "trails", "indistinguishable": "is indistinguishable from",
            "too short": "has too few test events to compare with"}[c["verdict"]]
     folds = ", ".join(f"{v} in {k} of {len(run.folds)}" for v, k in tb["verdict"].value_counts().items())
-    return (f"{run.config.algo.upper()} {how} the majority class out of sample: stitched test macro-F1 {_f(c['f1'])} vs "
-            f"{_f(c['baseline_f1'])}, a margin of {_margin(c['margin'], c['low'], c['high'])} (95% CI, stationary bootstrap over events, mean block "
-            f"{_f(c.get('block_length'), '{:.1f}')}); per fold: {folds}. Scored, not priced: no backtest, no Sharpe")
+    return (f"{run.config.algo.upper()} {how} the majority class out of sample: stitched test macro-F1 {number_text(c['f1'])} vs "
+            f"{number_text(c['baseline_f1'])}, a margin of {_margin(c['margin'], c['low'], c['high'])} (95% CI, stationary "
+            f"bootstrap over events, mean block {number_text(c.get('block_length'), '{:.1f}')}); per fold: {folds}. "
+            "Scored, not priced: no backtest, no Sharpe")
 
 # %% ../nbs/20_run.ipynb #abb4cf75
 _SCORED_HEAD = ["fold", "test events", "epochs", "stop", "best epoch", "val F1", "test F1", "majority F1",
@@ -638,12 +644,14 @@ _SCORED_HEAD = ["fold", "test events", "epochs", "stop", "best epoch", "val F1",
 
 def _scored_rows(run: Run) -> list[list]:
     "The unpriced results table: one row per fold, then the stitched test events."
-    rows = [[k, f"{_f(x.test_start, '{:,.0f}')}..{_f(x.test_end, '{:,.0f}')}", x.epochs_run, x.stop_reason, _f(x.best_epoch, "{:.0f}"),
-             _f(x.val_f1), _f(x.test_f1), _f(x.test_majority_f1), _margin(x.f1_margin, x.margin_low, x.margin_high), x.verdict, _f(x.test_accuracy)]
+    rows = [[k, f"{number_text(x.test_start, '{:,.0f}')}..{number_text(x.test_end, '{:,.0f}')}", x.epochs_run, x.stop_reason,
+             number_text(x.best_epoch, "{:.0f}"), number_text(x.val_f1), number_text(x.test_f1), number_text(x.test_majority_f1),
+             _margin(x.f1_margin, x.margin_low, x.margin_high), x.verdict, number_text(x.test_accuracy)]
             for k, x in run.table().iterrows()]
     if run.complete:
         c = run.classification()
-        rows.append(["all", "stitched", "", "", "", "", _f(c["f1"]), _f(c["baseline_f1"]), _margin(c["margin"], c["low"], c["high"]), c["verdict"], _f(c["accuracy"])])
+        rows.append(["all", "stitched", "", "", "", "", number_text(c["f1"]), number_text(c["baseline_f1"]),
+                     _margin(c["margin"], c["low"], c["high"]), c["verdict"], number_text(c["accuracy"])])
     return rows
 
 def _scored_summary(run: Run) -> str:
@@ -652,7 +660,7 @@ def _scored_summary(run: Run) -> str:
     rows = [[str(v) for v in r] for r in _scored_rows(run)]
     w = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(_SCORED_HEAD)]
     fmt = lambda r: "  ".join(v.ljust(w[i]) if i in (1, 3, 9) else v.rjust(w[i]) for i, v in enumerate(r))
-    lines = [f"gpurl_train {c.algo} on {_data_label(c)}",
+    lines = [f"gpurl_train {c.algo} on {data_label(c)}",
              f"{c.folds} folds of {c.train_bars}/{c.val_bars}/{c.test_bars} train/val/test events, embargo {c.embargo}, "
              f"up to {c.epochs} epochs, device {c.device}", *c.plan_lines(), "", fmt(_SCORED_HEAD), *map(fmt, rows), "", _verdict(run)]
     return "\n".join(lines + _where_lines(run, "learning_curves.png, confusion.png"))
@@ -688,10 +696,10 @@ def _write_scored_report(run: Run) -> None:
 **{_verdict(run)}.**
 
 - model: **{c.algo}** (`{get_model(c.algo).trainer.__name__}`, every setting in `config.json`)
-- data: {_data_label(c)}
+- data: {data_label(c)}
 - walk-forward: {c.folds} folds of {c.train_bars} train / {c.val_bars} validation / {c.test_bars} test events, embargo {c.embargo}, the last test window ending at the last event
 - epochs: up to {c.epochs} per fold, the best picked on validation macro-F1; device {c.device}
-- training time: {_f(sum(f.seconds for f in run.folds), '{:.0f}')} s over all folds
+- training time: {number_text(sum(f.seconds for f in run.folds), '{:.0f}')} s over all folds
 - reproduce: `{c.command(config=run.path / 'hyperparams.json')}`
 
 ## Events used
@@ -700,7 +708,7 @@ def _write_scored_report(run: Run) -> None:
 
 ## Results
 
-{_md_table(_scored_rows(run), _SCORED_HEAD)}
+{markdown_table(_scored_rows(run), _SCORED_HEAD)}
 
 The majority class is each fold's most common train label, predicted for every test event: the naive baseline whose
 macro-F1 a model must beat. The margin's 95% interval comes from 2,000 stationary-bootstrap resamples of the test
@@ -723,215 +731,3 @@ its mid-price would ignore the spread an event-frequency strategy pays on every 
 load_run("{run.path}")`, then `run.table()`, `run.classification()`, `run.trainer(0)`.
 """
     atomic_write_bytes(run.path / "report.md", text.encode())
-
-# %% ../nbs/20_run.ipynb #e1a0c002
-ENSEMBLE_FILE = "ensemble.json"       # what makes a directory an ensemble run: K, the seeds, the flags, the aggregation
-
-def member_seeds(seed: int, k: int) -> list[int]:
-    "The seeds of an ensemble of `k` members from the run's `seed`: seed, seed + 1, ..., seed + k - 1."
-    return list(range(seed, seed + k))
-
-def member_dir(path: str | os.PathLike, seed: int) -> Path:
-    "Where the member of `seed` lives in an ensemble run directory: a complete run directory of its own."
-    return Path(path) / f"seed{seed}"
-
-def ensemble_aggregation(rc: RunConfig) -> str:
-    "The `gpurl.ensemble.AGGREGATIONS` reduction of the members' scores that fits the model: 'mean' for Q values and forecasts, 'probs' for logits."
-    return "mean" if rc.algo == "dqn" or rc.trainer.get("task") == "regression" else "probs"
-
-# %% ../nbs/20_run.ipynb #e1a0c004
-def _check_members(members: list[Run]) -> None:
-    "A ValueError unless the members are complete, priced runs of one model on the same bars and folds, differing in their seed alone."
-    if len(members) < 2: raise ValueError(f"an ensemble needs at least 2 member runs, got {len(members)}")
-    first, settings = members[0], lambda r: {**r.config.trainer, "seed": None}
-    for m in members:
-        if not m.complete: raise ValueError(f"member {m.path} is incomplete ({len(m.folds)} of {m.config.folds} folds): finish it first")
-        if not m.config.priced: raise ValueError(f"member {m.path} is scored, not priced: an ensemble backtest needs bars with prices")
-        if m.config.algo != first.config.algo or not _same_plan(m.config, first.config) or settings(m) != settings(first):
-            raise ValueError(f"members {first.path} and {m.path} differ in more than their seed (model, bars, folds or "
-                             "trainer settings): an ensemble stacks seeds of one configuration")
-
-def ensemble_policy(members: list[Run], fold: int, device: str | torch.device = "cpu") -> Callable[[Tensor], Tensor]:
-    "The ensemble's greedy scores `obs (B, obs_dim) -> (B, n_actions)`: the members' best checkpoints of `fold` in one `EnsembleRunner`, reduced by `ensemble_aggregation`."
-    runner = EnsembleRunner.from_checkpoints([m.checkpoint(fold) for m in members], device=device)
-    reduce = AGGREGATIONS[ensemble_aggregation(members[0].config)]
-    return lambda obs: reduce(runner(obs))
-
-def backtest_ensemble(members: list[Run], fold: int, device=None) -> BacktestResult:
-    "Greedy backtest of the members' ensemble on a fold's test bars: the env, costs and `EnvConfig.backtest` of a member run's own backtest."
-    _check_members(members)
-    env, data = members[0].config.trainer_config().env, members[0].splits(fold, device).test
-    with torch.no_grad(): return env.backtest(ensemble_policy(members, fold, device or "cpu"), data)
-
-# %% ../nbs/20_run.ipynb #e1a0c007
-@dataclass
-class EnsembleRun:
-    "A `gpurl_train --ensemble K` run read back: its members (a complete run per seed) and the ensemble's test backtests, as a `Run`."
-    path: Path
-    members: list[Run]
-    ensemble: Run               # the ensemble's folds and test series (its checkpoints are the members')
-    _table: pd.DataFrame | None = field(default=None, init=False, repr=False, compare=False)   # `table()`, bootstrapped once
-
-    @property
-    def aggregation(self) -> str:
-        "How the members' scores are reduced: 'mean' or 'probs' (`ensemble_aggregation`, gpurl.ensemble.AGGREGATIONS)."
-        return ensemble_aggregation(self.members[0].config)
-
-    @property
-    def complete(self) -> bool:
-        "Whether every fold of the ensemble was backtested."
-        return len(self.ensemble.folds) == self.ensemble.config.folds
-
-    @property
-    def seeds(self) -> list[int]: return [m.config.seed for m in self.members]
-
-def _ensemble_fold(members: list[Run], fold: int, device=None) -> FoldResult:
-    "The ensemble's result on one fold, as the walk-forward driver records a member's: the test backtest and buy-and-hold."
-    bt, ppy = backtest_ensemble(members, fold, device), members[0].config.annualisation()[0]
-    fr = FoldResult(fold, "sharpe", 0, "ensemble", None, None, 0, [], [{"member": str(m.checkpoint(fold))} for m in members],
-                    test=dict(bt.metrics), test_buy_and_hold=performance_summary(bt.buy_and_hold, periods_per_year=ppy),
-                    bar_index=[int(b) for b in bt.bar_index.cpu()])
-    fr.test_returns, fr.test_positions, fr.test_bh_returns = bt.returns, bt.positions, bt.buy_and_hold
-    return fr
-
-def _ensemble_as_run(path: Path, members: list[Run]) -> Run:
-    "The ensemble's folds saved under `path`/folds, read back as a `Run` (its config: the first member's)."
-    folds, series = load_fold_results(path, members[0].config.folds)
-    return Run(path, members[0].config, _read_metrics_frame(path / "metrics.jsonl"), folds, series, None)
-
-def load_ensemble(path: str | os.PathLike) -> EnsembleRun:
-    "Read a `gpurl_train --ensemble K` run directory: ensemble.json, the member runs and the ensemble's backtested folds."
-    p = Path(path)
-    if not (p / ENSEMBLE_FILE).is_file():
-        raise FileNotFoundError(f"{p} is not a gpurl_train --ensemble run directory (no {ENSEMBLE_FILE})")
-    spec = json.loads((p / ENSEMBLE_FILE).read_text())
-    members = [load_run(member_dir(p, s)) for s in spec["seeds"]]
-    return EnsembleRun(p, members, _ensemble_as_run(p, members))
-
-def write_ensemble(path: str | os.PathLike, members: list[Run], device=None) -> EnsembleRun:
-    "Backtest the members' ensemble on every fold not yet saved under `path`, then write ensemble.json, results.json and the report."
-    p = Path(path); _check_members(members)
-    (p / "folds").mkdir(parents=True, exist_ok=True)
-    done = len(load_fold_results(p, members[0].config.folds)[0])
-    times = members[0].data().times if done < members[0].config.folds else None
-    for k in range(done, members[0].config.folds): save_fold_result(p, _ensemble_fold(members, k, device), times)
-    spec = json.loads((p / ENSEMBLE_FILE).read_text()) if (p / ENSEMBLE_FILE).is_file() else {}
-    ens = EnsembleRun(p, members, _ensemble_as_run(p, members))
-    write_json(p / ENSEMBLE_FILE, {**spec, "k": len(members), "seeds": ens.seeds, "aggregation": ens.aggregation,
-                                   "members": [m.name for m in members]})
-    write_json(p / "results.json", {"complete": True, "aggregation": ens.aggregation, "seeds": ens.seeds,
-                                    "table": ens.table().reset_index().to_dict("records"),
-                                    "folds": [f.to_dict() for f in ens.ensemble.folds]})
-    write_ensemble_report(ens)
-    return ens
-
-# %% ../nbs/20_run.ipynb #e1a0c008
-@patch
-def _row(self: EnsembleRun, name: str, seed: str, r: Run) -> dict:
-    "One row of the ensemble's table: a run's stitched test folds against buy-and-hold, the excess Sharpe with its interval."
-    s, ppy = r.stitched(), r.config.annualisation()[0]
-    t, b = performance_summary(s["returns"], s["positions"], ppy), performance_summary(s["buy_and_hold"], periods_per_year=ppy)
-    return {"model": name, "seed": seed, "test_sharpe": t["sharpe"], "bh_sharpe": b["sharpe"], **r.excess(),
-            "test_max_drawdown": t["max_drawdown"], "test_turnover": t["turnover"]}
-
-@patch
-def table(self: EnsembleRun) -> pd.DataFrame:
-    "One row per member and one for the ensemble: stitched test Sharpe, buy-and-hold's, the excess Sharpe [95% CI], PSR, verdict."
-    if self._table is None:                       # the report, summary and plot all read it: bootstrap each run once
-        rows = [self._row(m.name, str(m.config.seed), m) for m in self.members]
-        seeds = f"{self.seeds[0]}..{self.seeds[-1]}"
-        self._table = pd.DataFrame(rows + [self._row("ensemble", seeds, self.ensemble)] if self.ensemble.folds else rows).set_index("model")
-    return self._table
-
-_ENSEMBLE_HEAD = ["model", "seed", "test Sharpe", "B&H Sharpe", "excess Sharpe [95% CI]", "excess PSR", "verdict",
-                  "test max DD", "turnover"]
-def _acts(rc: RunConfig) -> str:
-    "What the ensemble of `rc`'s model acts on, in words."
-    if rc.algo == "dqn": return "the members' mean Q values"
-    if rc.trainer.get("task") == "regression": return "the members' mean forecast against the threshold"
-    return f"the members' mean {'action' if rc.algo == 'ppo' else 'class'} probabilities"
-
-@patch
-def rows(self: EnsembleRun) -> list[list[str]]:
-    "The table as text, one list per model (members first, the ensemble last)."
-    return [[k, x.seed, _f(x.test_sharpe), _f(x.bh_sharpe), _ci(x), _f(x.excess_psr), x.verdict,
-             _f(x.test_max_drawdown, "{:.1%}"), _f(x.test_turnover, "{:.3f}")] for k, x in self.table().iterrows()]
-
-@patch
-def verdict(self: EnsembleRun) -> str:
-    "One sentence: the ensemble against buy-and-hold, and against its best and mean member."
-    tb = self.table()
-    if "ensemble" not in tb.index: return f"incomplete: continue with gpurl_train --resume {self.path}"
-    e, m = tb.loc["ensemble"], tb.drop("ensemble")
-    how = {"beats": "beats", "trails": "trails", "indistinguishable": "is indistinguishable from", "too short": "has too few test bars for"}
-    return (f"The ensemble of {len(self.members)} {self.ensemble.config.algo.upper()} seeds {how[e.verdict]} buy-and-hold out of "
-            f"sample: excess Sharpe {_ci(e)} (95% CI); its stitched test Sharpe {_f(e.test_sharpe)} against its members' "
-            f"{_f(m.test_sharpe.mean())} on average (best {_f(m.test_sharpe.max())}, worst {_f(m.test_sharpe.min())})")
-
-@patch
-def summary(self: EnsembleRun) -> str:
-    "The one-screen summary printed at the end of an ensemble run."
-    c, rows = self.ensemble.config, [[str(v) for v in r] for r in self.rows()]
-    w = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(_ENSEMBLE_HEAD)]
-    fmt = lambda r: "  ".join(v.ljust(w[i]) if i in (0, 6) else v.rjust(w[i]) for i, v in enumerate(r))
-    lines = [f"gpurl_train {c.algo} --ensemble {len(self.members)} on {_data_label(c)}",
-             f"{c.folds} folds of {c.train_bars}/{c.val_bars}/{c.test_bars} train/val/test bars, {c.cost_bps:g} bp costs; "
-             f"seeds {', '.join(map(str, self.seeds))}; the ensemble acts on {_acts(c)}",
-             "", fmt(_ENSEMBLE_HEAD), *map(fmt, rows), "", self.verdict()]
-    return "\n".join(lines + [f"run:    {self.path}"] +
-                     ([f"report: {self.path / 'report.md'}"] if (self.path / "report.md").is_file() else []))
-
-# %% ../nbs/20_run.ipynb #e1a0c009
-@patch
-def plot_equity(self: EnsembleRun):
-    "Stitched out-of-sample equity of the ensemble beside each member's and buy-and-hold's (dotted: fold starts)."
-    from matplotlib.figure import Figure
-    fig = Figure(figsize=(9, 4), layout="constrained")
-    ax, tb = fig.subplots(), self.table()
-    for name, r, style in [*((m.name, m, dict(lw=0.9, alpha=0.6)) for m in self.members), ("ensemble", self.ensemble, dict(lw=2.0, color="k"))]:
-        if not r.folds: continue
-        s = r.stitched()
-        x = pd.to_datetime(s["time_ns"].numpy())
-        ax.plot(x, s["returns"].cumsum(0).exp().numpy(), label=f"{name} (Sharpe {_f(tb.loc[name, 'test_sharpe'])})", **style)
-    if self.ensemble.folds:
-        s = self.ensemble.stitched()
-        ax.plot(pd.to_datetime(s["time_ns"].numpy()), s["buy_and_hold"].cumsum(0).exp().numpy(), lw=1.0, color="C1",
-                ls="--", label=f"buy & hold ({_f(tb.loc['ensemble', 'bh_sharpe'])})")
-        for f in self.ensemble.folds[1:]: ax.axvline(pd.Timestamp(int(self.ensemble.series[f.fold]["time_ns"][0])), color="grey", lw=0.6, ls=":")
-    ax.set(ylabel="equity (start = 1)", xlabel="date", title="out of sample: the ensemble beside its members, all test folds stitched")
-    ax.grid(alpha=0.3); ax.legend(fontsize=7)
-    return fig
-
-def write_ensemble_report(ens: EnsembleRun) -> None:
-    "plots/equity.png and report.md of an ensemble run: the members' and the ensemble's table, the equity curves."
-    c, plots = ens.ensemble.config, ens.path / "plots"
-    plots.mkdir(exist_ok=True)
-    ens.plot_equity().savefig(plots / "equity.png", dpi=110)
-    text = f"""# gpurl_train ensemble `{ens.path.name}`
-
-**{ens.verdict()}.**
-
-- model: **{c.algo}**, {len(ens.members)} members trained with seeds {', '.join(map(str, ens.seeds))}, otherwise the same settings
-- the ensemble acts on {_acts(c)}, greedily (argmax), through `gpurl.ensemble.EnsembleRunner` on each fold's best checkpoints
-- data: {_data_label(c)}
-- walk-forward: {c.folds} folds of {c.train_bars} train / {c.val_bars} validation / {c.test_bars} test bars, embargo {c.embargo}
-- costs: {c.cost_bps:g} bp per unit of position traded, for the members and the ensemble alike
-
-## Results: the stitched test folds
-
-{_md_table(ens.rows(), _ENSEMBLE_HEAD)}
-
-Each member is a complete run with its own report: {', '.join(f'[{m.name}]({m.name}/report.md)' for m in ens.members)}.
-The excess Sharpe is the annualised Sharpe ratio of the per-bar excess return over buy-and-hold on the same bars, with
-its 95% stationary-bootstrap interval; the verdict is "beats" only when the interval lies above zero. The members'
-test Sharpe ratios spread by seed alone; the ensemble's row says what averaging them buys.
-
-![equity](plots/equity.png)
-
-## Files
-
-`ensemble.json` (K, the seeds, the flags), `seed{{s}}/` (each member's run directory), `folds/fold{{k}}_test.safetensors`
-(the ensemble's test series), `results.json`. In Python: `from gpurl.run import load_ensemble; ens =
-load_ensemble("{ens.path}")`, then `ens.table()`, `ens.members[0].backtest(0)`, `ens.ensemble.tear_sheet()`.
-"""
-    atomic_write_bytes(ens.path / "report.md", text.encode())

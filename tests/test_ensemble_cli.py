@@ -69,7 +69,7 @@ def test_bad_ensemble_input(case, tmp_path):
 def test_interrupted_ensemble_continues(tmp_path, monkeypatch, capsys):
     "Ctrl-C after the second member's first fold; the same call again trains the rest of that member alone, then the ensemble."
     import gpurl.cli as cli
-    from gpurl.run import load_ensemble
+    from gpurl.runensemble import load_ensemble
     real = cli.save_fold_result
     def stop_after_fold0(run_dir, fr, times):
         real(run_dir, fr, times)
