@@ -640,10 +640,12 @@ def _sigterm_as_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 def run_console(name: str, main: Callable[[], object], failures: tuple[type[BaseException], ...] = ()):
-    "Run a console script's `main()`: SIGTERM as Ctrl-C; as a command, a UsageError is one line and exit 2, `failures` exit 1, Ctrl-C 130 (from Python they raise)."
+    "Run a console script's `main()` and return its value (None as a command: the script's exit status reads it, and 0 is success); SIGTERM as Ctrl-C; as a command, a UsageError is one line and exit 2, `failures` exit 1, Ctrl-C 130 (from Python they raise)."
     cli = is_cli()
     if cli and sys.platform != "win32": signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
-    try: return main()
+    try:
+        result = main()
+        return None if cli else result
     except (UsageError, *failures) as e:
         if not cli: raise
         print(f"{name}: error: {e}", file=sys.stderr); sys.exit(2 if isinstance(e, UsageError) else 1)

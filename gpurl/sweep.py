@@ -687,10 +687,12 @@ def gpurl_sweep(
     quiet: bool = False,     # no progress bars
 ):
     "Tune a model's settings on validation bars with Optuna (TPE, median pruning), re-run the winner on the test folds, deflate it by every trial."
-    sw = run_console("gpurl_sweep", lambda: sweep(
-        algo=algo, data=data, trials=trials, space=space, config=config, storage=storage, study=study, folds=folds,
-        train_bars=train_bars, val_bars=val_bars, test_bars=test_bars, embargo=embargo, cost_bps=cost_bps, epochs=epochs,
-        seed=seed, date_col=date_col, device=device, out=out, resume=resume, worker=worker, progress=not quiet, markets=markets))
-    if sw is not None:
-        print(f"gpurl_sweep {sw.study.study_name}: best trial {sw.best.number}, val Sharpe {sw.best.value:.2f}\n"
-              f"{verdict(sw.deflated)}\nsettings: {sw.path / 'best.json'}\nreport:   {sw.path / 'report.md'}")
+    def main() -> None:
+        sw = sweep(algo=algo, data=data, trials=trials, space=space, config=config, storage=storage, study=study, folds=folds,
+                   train_bars=train_bars, val_bars=val_bars, test_bars=test_bars, embargo=embargo, cost_bps=cost_bps,
+                   epochs=epochs, seed=seed, date_col=date_col, device=device, out=out, resume=resume, worker=worker,
+                   progress=not quiet, markets=markets)
+        if sw is not None:
+            print(f"gpurl_sweep {sw.study.study_name}: best trial {sw.best.number}, val Sharpe {sw.best.value:.2f}\n"
+                  f"{verdict(sw.deflated)}\nsettings: {sw.path / 'best.json'}\nreport:   {sw.path / 'report.md'}")
+    run_console("gpurl_sweep", main)

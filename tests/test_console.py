@@ -2,7 +2,7 @@
 terminal) writes one progress bar, a line per fold, instead of a bar per fold's epochs."""
 import json, re, subprocess
 
-from _cli import TINY, console, script_env
+from _cli import ROOT, TINY, console, script_env
 
 def test_gpurl_info_help():
     r = subprocess.run([console("gpurl_info"), "--help"], capture_output=True, text=True, env=script_env(), timeout=120)
@@ -25,3 +25,14 @@ def test_progress_into_a_log_file_is_one_bar(tmp_path):
     updates = [u for u in re.split(r"[\r\n]", text) if "it/s]" in u or "epoch/s]" in u or "fold/s]" in u or "s/fold]" in u]
     assert not [u for u in updates if "epoch" in u], "no per-epoch bars in a log file"
     assert 1 <= len([u for u in updates if "walk-forward" in u]) <= 2 + 2, updates
+
+def test_commands_that_return_a_value_exit_0(tmp_path):
+    "What gpurl_benchpage and gpurl_bench return from Python (the page's path, the results) is not their exit status."
+    r = subprocess.run([console("gpurl_benchpage"), ROOT / "nbs" / "benchmarks" / "h200.json", "--out", tmp_path / "page"],
+                       capture_output=True, text=True, env=script_env(), timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (tmp_path / "page" / "benchmarks.ipynb").is_file()
+    r = subprocess.run([console("gpurl_bench"), "--quick", "--cases", "metrics", "--out", tmp_path / "bench", "--quiet"],
+                       capture_output=True, text=True, env=script_env(), timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (tmp_path / "bench" / "results.json").is_file() and "| metrics |" in r.stdout
