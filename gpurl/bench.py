@@ -592,4 +592,4 @@ def gpurl_bench(
                   out=out or Path("runs") / f"bench-{time.strftime('%Y%m%d-%H%M%S')}")
         print(res.to_markdown())
         return res
-    return run_console("gpurl_bench", main)
+    return run_console(gpurl_bench, main)

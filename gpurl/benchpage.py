@@ -291,7 +291,7 @@ def gpurl_benchpage(
         page = render_benchmarks(load_records(records), out, stem=Path(records).stem)
         print(page)
         return page
-    return run_console("gpurl_benchpage", main)
+    return run_console(gpurl_benchpage, main)
 
 # %% ../nbs/24_benchpage.ipynb #a48c7e75
 @dataclass

@@ -639,9 +639,9 @@ def _train_ensemble(flags: dict, k, out, resume, device, gpu_ids, date_col, prog
 def _sigterm_as_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
-def run_console(name: str, main: Callable[[], object], failures: tuple[type[BaseException], ...] = ()):
-    "Run a console script's `main()` and return its value (None as a command: the script's exit status reads it, and 0 is success); SIGTERM as Ctrl-C; as a command, a UsageError is one line and exit 2, `failures` exit 1, Ctrl-C 130 (from Python they raise)."
-    cli = is_cli()
+def run_console(command: Callable, main: Callable[[], object], failures: tuple[type[BaseException], ...] = ()):
+    "Run console script `command`'s `main()` and return its value (None when `command` runs as a command: the script's exit status reads it, and 0 is success); SIGTERM as Ctrl-C; as a command, a UsageError is one line and exit 2, `failures` exit 1, Ctrl-C 130 (from Python they raise)."
+    name, cli = command.__name__, is_cli(command)     # this command's own run: another call_parse CLI (nbdev_test) may be running us
     if cli and sys.platform != "win32": signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
         result = main()
@@ -679,7 +679,7 @@ def gpurl_train(
     quiet: bool = False,     # no progress bars (the summary table is still printed)
 ):
     "Train a model walk-forward on OHLCV bars (DQN, PPO, the supervised bar models) or order-book events (MLPLOB, TLOB, DeepLOB, CfC, LTC); write config, metrics, checkpoints, results, a report."
-    run_console("gpurl_train", lambda: train(
+    run_console(gpurl_train, lambda: train(
         algo=algo, data=data, config=config, folds=folds, train_bars=train_bars, val_bars=val_bars, test_bars=test_bars,
         embargo=embargo, date_col=date_col, cost_bps=cost_bps, epochs=epochs, seed=seed, device=device, gpu_ids=gpu_ids,
         out=out, resume=resume, progress=not quiet, nproc_per_node=nproc_per_node, nnodes=nnodes,

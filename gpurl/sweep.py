@@ -695,4 +695,4 @@ def gpurl_sweep(
         if sw is not None:
             print(f"gpurl_sweep {sw.study.study_name}: best trial {sw.best.number}, val Sharpe {sw.best.value:.2f}\n"
                   f"{verdict(sw.deflated)}\nsettings: {sw.path / 'best.json'}\nreport:   {sw.path / 'report.md'}")
-    run_console("gpurl_sweep", main)
+    run_console(gpurl_sweep, main)
