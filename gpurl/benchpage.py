@@ -345,8 +345,8 @@ SEED_MAP: list[SeedRow] = [
              "gpurl.pipeline.DoubleBufferedLoader", "gpurl.walkforward.train_walk_forward"),
             (Pick("ppo", "ppo iteration", "captured bf16", {"n_envs": 65536}),)),
     SeedRow("Liquid (CfC, LTC) and TLOB: evaluation without autograd graphs, real clipping and gradient norms",
-            ("12_supervised", "13_liquid", "14_tlob"),
-            ("gpurl.supervised.SupervisedTrainer", "gpurl.liquid.CfC", "gpurl.liquid.LTC", "gpurl.tlob.TLOB"),
+            ("12_supervised", "13_liquid", "13a_ltc", "14_tlob"),
+            ("gpurl.supervised.SupervisedTrainer", "gpurl.liquid.CfC", "gpurl.ltc.LTC", "gpurl.tlob.TLOB"),
             (Pick("cfc", "cfc train step", "gpurl captured bf16"), Pick("tlob", "tlob batch-1 latency", "predictor bf16")),
             "12_supervised: 1,000 validation calls grow peak memory by 3.5 MB under `inference_mode`, 19,052 MB with the "
             "graphs kept (H200, 2026-12-01)"),

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor, nn
 from .checkpoint import load_checkpoint
 from .walkforward import MODELS, ModelSpec
-import gpurl.dqn, gpurl.ppo, gpurl.supervised, gpurl.liquid, gpurl.tlob, gpurl.tft, gpurl.mamba2   # the built-in models register themselves on import
+import gpurl.dqn, gpurl.ppo, gpurl.supervised, gpurl.liquid, gpurl.ltc, gpurl.tlob, gpurl.tft, gpurl.mamba2   # the built-in models register themselves on import
 
 # %% auto #0
 __all__ = ['models', 'get_model', 'Policy', 'load_policy']
