@@ -273,9 +273,10 @@ def render_benchmarks(results: Results, out_dir: str | Path = "nbs", *, stem: st
     page.write_text(_notebook(cells, name))
     if charts:
         import matplotlib.pyplot as plt
-        figs = {"floors": plot_floor_fractions(results)}
-        figs.update({c: Results([r for r in results.records if r.case == c]).plot() for c in results.cases()})
-        for c, fig in figs.items():
+        drawings = {"floors": lambda: plot_floor_fractions(results),           # drawn, saved and closed one at a time
+                    **{c: (lambda c=c: Results([r for r in results.records if r.case == c]).plot()) for c in results.cases()}}
+        for c, draw in drawings.items():
+            fig = draw()
             fig.set_size_inches(11, fig.get_size_inches()[1]); fig.tight_layout()
             fig.savefig(out_dir / chart_path(stem, c), dpi=100); plt.close(fig)
     return page
