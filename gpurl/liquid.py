@@ -17,7 +17,7 @@ from .config import config_error
 from .hardware import align_to_tensor_cores, capture_compile, triton_dot_precision
 from .env import EnvConfig
 from .supervised import SupervisedConfig, SupervisedTrainer
-from .tlob import EVENTS_PER_YEAR, BiN
+from .tlob import EVENTS_PER_YEAR, LOB_QUICKSTART, BiN
 from . import walkforward
 try:  # ships with CUDA builds of PyTorch; without it CUDA runs the CfC cell by cell
     import triton
@@ -26,8 +26,8 @@ except ImportError:
     triton = None
 
 # %% auto #0
-__all__ = ['CFC_MODES', 'QUICKSTART', 'LOB_QUICKSTART', 'check_sequence', 'unroll', 'lecun_tanh', 'CfC', 'cell_for', 'CpuKernels',
-           'batch_slices', 'in_threads', 'RecurrentBarNet', 'LiquidConfig', 'CfcConfig', 'OnTheBook', 'CfclobConfig']
+__all__ = ['CFC_MODES', 'QUICKSTART', 'check_sequence', 'unroll', 'lecun_tanh', 'CfC', 'cell_for', 'CpuKernels', 'batch_slices',
+           'in_threads', 'RecurrentBarNet', 'LiquidConfig', 'CfcConfig', 'OnTheBook', 'CfclobConfig']
 
 # %% ../nbs/13_liquid.ipynb #10468d3d
 def check_sequence(x: Tensor, input_size: int, h0: Tensor | None, units: int, timespans: Tensor | None) -> Tensor | float:
@@ -567,5 +567,4 @@ class CfclobConfig(OnTheBook, CfcConfig):
     algo: ClassVar[str] = "cfclob"
     env: EnvConfig = field(default_factory=lambda: EnvConfig(window=32, periods_per_year=EVENTS_PER_YEAR))  # events
 
-LOB_QUICKSTART = dict(env=dict(window=16), batch_size=128, lr=1e-3)   # gpurl_train's small default, as the book models'
 walkforward.register_model("cfclob", SupervisedTrainer, CfclobConfig, data="lob", quickstart=LOB_QUICKSTART)

@@ -12,8 +12,8 @@ from torch import Tensor, nn
 from fastcore.basics import patch
 from .env import EnvConfig
 from .supervised import SupervisedTrainer
-from .tlob import EVENTS_PER_YEAR
-from .liquid import QUICKSTART, LOB_QUICKSTART, LiquidConfig, OnTheBook, RecurrentBarNet
+from .tlob import EVENTS_PER_YEAR, LOB_QUICKSTART
+from .liquid import QUICKSTART, LiquidConfig, OnTheBook, RecurrentBarNet
 from .liquid import CpuKernels, batch_slices, cell_for, check_sequence, in_threads, unroll
 from . import walkforward
 try:  # ships with CUDA builds of PyTorch; without it CUDA runs the LTC cell by cell

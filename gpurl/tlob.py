@@ -18,8 +18,8 @@ from .supervised import SupervisedConfig, SupervisedTrainer
 from . import walkforward
 
 # %% auto #0
-__all__ = ['EVENTS_PER_YEAR', 'BiN', 'MixerMLP', 'flatten_head', 'MLPLOB', 'sinusoidal_table', 'AttentionLayer', 'TLOB',
-           'DeepLOB', 'MlplobConfig', 'TlobConfig', 'DeeplobConfig']
+__all__ = ['EVENTS_PER_YEAR', 'LOB_QUICKSTART', 'BiN', 'MixerMLP', 'flatten_head', 'MLPLOB', 'sinusoidal_table', 'AttentionLayer',
+           'TLOB', 'DeepLOB', 'MlplobConfig', 'TlobConfig', 'DeeplobConfig']
 
 # %% ../nbs/14_tlob.ipynb #c2c0be5a
 class BiN(nn.Module):
@@ -257,8 +257,8 @@ class DeeplobConfig(SupervisedConfig):
         "A `DeepLOB` on `env.window` snapshots of `n_features`."
         return DeepLOB(self.env.window, n_features, self.n_outputs, self.lstm_units)
 
-_QUICKSTART = dict(env=dict(window=16), batch_size=128, lr=1e-3)   # gpurl_train's small default
-walkforward.register_model("mlplob", SupervisedTrainer, MlplobConfig, data="lob", quickstart=_QUICKSTART)
-walkforward.register_model("tlob", SupervisedTrainer, TlobConfig, data="lob", quickstart=_QUICKSTART)
+LOB_QUICKSTART = dict(env=dict(window=16), batch_size=128, lr=1e-3)   # gpurl_train's small default on the book (the liquid networks' too)
+walkforward.register_model("mlplob", SupervisedTrainer, MlplobConfig, data="lob", quickstart=LOB_QUICKSTART)
+walkforward.register_model("tlob", SupervisedTrainer, TlobConfig, data="lob", quickstart=LOB_QUICKSTART)
 walkforward.register_model("deeplob", SupervisedTrainer, DeeplobConfig, data="lob", quickstart=dict(   # 19 events at least
     env=dict(window=24), batch_size=128, lr=1e-3))
