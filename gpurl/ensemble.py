@@ -274,8 +274,8 @@ def _kernel_config(k: int, n: int, dm: int, dots: str, layers: int = 3) -> dict:
     elif n <= 1024: cfg = dict(BM=64 if dots == "bf16" and k * triton.cdiv(n, 64) >= _WAVE else 32, BN=64,
                                num_warps=8 if dots == "ieee" else 4, num_stages=2)
     elif dots == "bf16": cfg = dict(BM=128, BN=64, num_warps=8, num_stages=3)
-    elif dots == "tf32" and layers == 3 and k * triton.cdiv(n, 128) >= _WAVE:
-        return dict(BM=128, BN=32, num_warps=8, num_stages=1, SPLIT=1, transposed=True)
+    elif dots == "tf32" and layers == 3 and k * triton.cdiv(n, 128) >= _WAVE:     # a wave of row blocks: never split
+        cfg = dict(BM=128, BN=32, num_warps=8, num_stages=1, transposed=True)
     else: cfg = dict(BM=128, BN=32, num_warps=8, num_stages=2)
     programs, split = k * triton.cdiv(n, cfg["BM"]), 1
     while split < 8 and 2 * split * cfg["BN"] <= dm and 2 * split * programs <= _WAVE: split *= 2
