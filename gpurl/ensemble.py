@@ -211,18 +211,18 @@ if triton is not None:
             a = tl.zeros((BM, AP), dtype=tl.float32)
             for k0 in range(0, D0, BK):
                 rk = k0 + tl.arange(0, BK)
-                xt = tl.load(xk + rk[None, :], mask=mm[:, None] & (rk[None, :] < D0), other=0.0)
+                xt = tl.load(xk + rk[None, :], mask=mm[:, None] & (rk[None, :] < D0), other=0.0).to(w0.dtype.element_ty)   # x of any float dtype
                 wt = tl.load(w0 + k * D0 * DA + rk[:, None] * DA + ra[None, :], mask=(rk[:, None] < D0) & (ra[None, :] < DA), other=0.0)
                 a = tl.dot(xt, wt, a, input_precision=PREC)
-            a = _act(a + tl.load(b0 + k * DA + ra, mask=ra < DA, other=0.0)[None, :], A0).to(y.dtype.element_ty)
+            a = _act(a + tl.load(b0 + k * DA + ra, mask=ra < DA, other=0.0)[None, :], A0).to(wm.dtype.element_ty)
         else:
-            a = tl.load(xk + ra[None, :], mask=mm[:, None] & (ra[None, :] < DA), other=0.0)
+            a = tl.load(xk + ra[None, :], mask=mm[:, None] & (ra[None, :] < DA), other=0.0).to(wm.dtype.element_ty)
         acc = tl.zeros((BM, OP), dtype=tl.float32)
         for n0 in range(s * CH, tl.minimum(s * CH + CH, DM), BN):   # this split's middle units, BN at a time, folded into the last
             rn = n0 + tl.arange(0, BN)
             w = tl.load(wm + k * DA * DM + ra[:, None] * DM + rn[None, :], mask=(ra[:, None] < DA) & (rn[None, :] < DM), other=0.0)
             h = tl.dot(a, w, input_precision=PREC) + tl.load(bm + k * DM + rn, mask=rn < DM, other=0.0)[None, :]
-            h = _act(h, AM).to(y.dtype.element_ty)
+            h = _act(h, AM).to(wo.dtype.element_ty)
             w = tl.load(wo + k * DM * DO + rn[:, None] * DO + ro[None, :], mask=(rn[:, None] < DM) & (ro[None, :] < DO), other=0.0)
             acc = tl.dot(h, w, acc, input_precision=PREC)
         at, ok = (k * B + rm[:, None]) * DO + ro[None, :], mm[:, None] & (ro[None, :] < DO)
@@ -248,16 +248,16 @@ if triton is not None:
         at = tl.zeros((AP, BM), dtype=tl.float32)
         for k0 in range(0, D0, BK):
             rk = k0 + tl.arange(0, BK)
-            xt = tl.load(x + k * s_xk + rm[None, :] * s_xb + rk[:, None], mask=mm[None, :] & (rk[:, None] < D0), other=0.0)
+            xt = tl.load(x + k * s_xk + rm[None, :] * s_xb + rk[:, None], mask=mm[None, :] & (rk[:, None] < D0), other=0.0).to(w0.dtype.element_ty)
             wt = tl.load(w0 + k * D0 * DA + rk[None, :] * DA + ra[:, None], mask=(rk[None, :] < D0) & (ra[:, None] < DA), other=0.0)
             at = tl.dot(wt, xt, at, input_precision=PREC)
-        at = _act(at + tl.load(b0 + k * DA + ra, mask=ra < DA, other=0.0)[:, None], A0).to(y.dtype.element_ty)
+        at = _act(at + tl.load(b0 + k * DA + ra, mask=ra < DA, other=0.0)[:, None], A0).to(wm.dtype.element_ty)
         acc = tl.zeros((BM, OP), dtype=tl.float32)
         for n0 in range(0, DM, BN):
             rn = n0 + tl.arange(0, BN)
             w = tl.load(wm + k * DA * DM + ra[None, :] * DM + rn[:, None], mask=(ra[None, :] < DA) & (rn[:, None] < DM), other=0.0)
             ht = tl.dot(w, at, input_precision=PREC) + tl.load(bm + k * DM + rn, mask=rn < DM, other=0.0)[:, None]
-            ht = _act(ht, AM).to(y.dtype.element_ty)
+            ht = _act(ht, AM).to(wo.dtype.element_ty)
             w = tl.load(wo + k * DM * DO + rn[:, None] * DO + ro[None, :], mask=(rn[:, None] < DM) & (ro[None, :] < DO), other=0.0)
             acc = tl.dot(tl.trans(ht), w, acc, input_precision=PREC)
         _finish(acc, bo, y, (k * B + rm[:, None]) * DO + ro[None, :], mm[:, None] & (ro[None, :] < DO), k, ro, DO, AO)
@@ -282,14 +282,14 @@ def _kernel_config(k: int, n: int, dm: int, dots: str, layers: int = 3) -> dict:
     return dict(cfg, SPLIT=split)
 
 class _FusedRun:
-    "A run of 2 or 3 stacked linear layers, each W.T (K, in, out) and bias (K, out), as one Triton launch."
-    def __init__(self, acts: tuple, layers: tuple[Tensor, ...]):
-        self.acts, self.layers = acts, layers
+    "A run of 2 or 3 stacked linear layers, each W.T (K, in, out) and bias (K, out), as one Triton launch: inputs of any float dtype, outputs of `out_dtype` (default: the weights')."
+    def __init__(self, acts: tuple, layers: tuple[Tensor, ...], out_dtype: torch.dtype | None = None):
+        self.acts, self.layers, self.out_dtype = acts, layers, out_dtype or layers[0].dtype
         self.scratch: dict[tuple, tuple[Tensor, Tensor]] = {}     # (rows, BM, SPLIT) -> split partials, arrival counters
         self.configs: dict[tuple, dict] = {}                      # (rows, dots) -> the config that launched
 
     def __call__(self, h: Tensor) -> Tensor:
-        dots = _dot_label(h.dtype)
+        dots = _dot_label(self.layers[0].dtype)
         key = (h.shape[1], dots)
         cfg = self.configs.get(key) or _kernel_config(h.shape[0], h.shape[1], self.layers[-2].shape[1], dots, len(self.acts))
         while True:
@@ -308,7 +308,7 @@ class _FusedRun:
         K, N, D0 = h.shape
         w, b = self.layers[0::2], self.layers[1::2]
         DA, DM, DO = (w[0].shape[2], w[1].shape[2], w[2].shape[2]) if len(w) == 3 else (D0, w[0].shape[2], w[1].shape[2])
-        y, p2 = h.new_empty(K, N, DO), lambda n: max(16, triton.next_power_of_2(n))
+        y, p2 = h.new_empty(K, N, DO, dtype=self.out_dtype), lambda n: max(16, triton.next_power_of_2(n))
         codes, m_blocks = [_FUSED_ACTS[a[0]] for a in self.acts], triton.cdiv(N, BM)
         if transposed:
             if len(w) != 3 or SPLIT != 1: raise ValueError(f"the transposed kernel runs three layers unsplit, got {len(w)} layers and SPLIT={SPLIT}")
@@ -352,11 +352,16 @@ class _Stacked:
         while i < len(steps):
             n = _fusable_run(steps, i) if fused else 1
             if n == 1: self.steps.append((STEP_OPS[steps[i].op], steps[i].args, stack(i)))
-            else: self.steps.append((_FusedRun(tuple(s.args[0] for s in steps[i:i + n]),
-                                               tuple(t for j in range(i, i + n) for t in fused_layer(j))), (), ()))
+            else:                                        # the last run writes float32, the runner's output dtype
+                out = torch.float32 if i + n == len(steps) else dtype
+                self.steps.append((_FusedRun(tuple(s.args[0] for s in steps[i:i + n]),
+                                             tuple(t for j in range(i, i + n) for t in fused_layer(j)), out), (), ()))
             i += n
+        self.dtype = dtype
 
     def __call__(self, x: Tensor) -> Tensor:
+        "(K, B, ...) for x (B, in) of any float dtype: a fused first run casts x as it loads it, a batched one is given x cast."
+        if not isinstance(self.steps[0][0], _FusedRun): x = x.to(self.dtype)
         h = x.expand(self.k, *x.shape)                   # one input read by every member: a stride-0 view, no copy
         for fn, args, ts in self.steps: h = fn(h, *args, *ts)
         return h
@@ -464,8 +469,9 @@ def __repr__(self: EnsembleRunner) -> str:
 # %% ../nbs/19b_ensemble.ipynb #2f55698c
 @patch
 def _run_group(self: EnsembleRunner, i: int, x: Tensor) -> Tensor:
-    "Group i's outputs (K_i, B, ...); a vmap group whose forward torch.func cannot batch becomes a loop for good."
+    "Group i's outputs (K_i, B, ...) for x of any float dtype (a stacked group casts it itself); a vmap group whose forward torch.func cannot batch becomes a loop for good."
     g = self.groups[i]
+    if g.path != "stacked": x = x.to(self.dtype)
     try: return g(x)
     except RuntimeError as e:
         if g.path != "vmap" or not _VMAP_ERROR.search(str(e)): raise
@@ -506,7 +512,7 @@ def _capture(self: EnsembleRunner, x: Tensor) -> Callable[[], Tensor]:
     "A CUDA graph of the forward that reads x's memory in place; x itself is not kept (a replay reads what lies there then)."
     box = [x]
     with torch.no_grad(), self._matmul_precision():
-        replay = capture_graph(lambda: self._forward(box[0].to(self.device, self.dtype)), device=self.device)
+        replay = capture_graph(lambda: self._forward(box[0].to(self.device)), device=self.device)
     box.clear()
     return replay
 
@@ -526,9 +532,9 @@ def __call__(self: EnsembleRunner, x: Tensor) -> Tensor:
         raise ValueError(f"x has {x.shape[1]} columns but the members read {self.in_features}: pass x of shape (B, {self.in_features})")
     B = x.shape[0]
     if not self.cuda_graph:
-        with torch.no_grad(), self._matmul_precision(): return self._forward(x.to(self.device, self.dtype))
+        with torch.no_grad(), self._matmul_precision(): return self._forward(x.to(self.device))
     if B not in self.graphs:                              # the first call at this batch size captures its graph
-        static = x.to(self.device, self.dtype, copy=True)
+        static = x.to(self.device, copy=True)           # the caller's dtype: the members cast it
         self.graphs[B] = static, self._capture(static)
         return self.graphs[B][1]().clone()
     if self._seen.get(B) == where and x.device == self.device:   # the same memory twice running: read it in place

@@ -1,10 +1,10 @@
 """gpurl.ensemble's fused-layer CUDA kernel runs on the CPU through Triton's interpreter (TRITON_INTERPRET=1, in a
 subprocess: the switch must be set before Triton is imported), against the batched path it replaces: runs of three and
 two layers, widths that are not powers of two, every fused activation, a chain cut into two runs, batches that leave
-the last program part empty, one input shared by every member (a stride-0 view), the middle layer split across 2, 3
-and 4 programs whose partial sums the last to arrive adds up, and runs of three on the transposed kernel (TF32's at
-large batches). Float32 only: the interpreter
-multiplies bfloat16 tiles wrongly, so bf16 is checked on CUDA by the notebook's GPU cells."""
+the last program part empty, one input shared by every member (a stride-0 view), a float64 input cast in the kernel,
+the middle layer split across 2, 3 and 4 programs whose partial sums the last to arrive adds up, and runs of three on
+the transposed kernel (TF32's at large batches). Float32 only: the interpreter multiplies bfloat16 tiles wrongly, so
+bf16 is checked on CUDA by the notebook's GPU cells."""
 import os, subprocess, sys, textwrap
 import pytest
 
@@ -30,8 +30,9 @@ CHECK = textwrap.dedent("""
         assert [str(len(run.acts)) for run, *_ in fused.steps] == runs and all(isinstance(r, E._FusedRun) for r, *_ in fused.steps)
         x = torch.randn(B, widths[0])
         want, got = batched(x), fused(x)
-        assert got.shape == want.shape == (3, B, widths[-1])
+        assert got.shape == want.shape == (3, B, widths[-1]) and got.dtype == torch.float32
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6 * want.abs().max().item())
+        assert torch.equal(fused(x.double()), got)     # the kernel casts a float64 input as it loads it: the same bits
         run, h = fused.steps[0][0], x.expand(3, *x.shape)
         for split in (2, 3, 4):                 # the middle layer split across programs, partials added by the last
             cfg = dict(BM=16, BN=16, SPLIT=split, num_warps=4, num_stages=2, precision="ieee")
