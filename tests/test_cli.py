@@ -237,7 +237,8 @@ def test_interrupt_mid_run_then_resume(algo, sig, tmp_path):
     args = ["--algo", algo, "--config", cfg, *SHAPE, "--epochs", epochs, "--quiet"]
     run = tmp_path / "runs" / "int"
     child = subprocess.Popen(RUNNERS["script"]() + [str(a) for a in args] + ["--out", "runs/int"], cwd=tmp_path, env=script_env(),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))   # Ctrl-C even under a background job
     try:
         deadline = time.time() + 300
         while True:                                               # fold 0 finished and fold 1 two epochs in
