@@ -26,141 +26,13 @@ from .registry import get_model
 from .rundir import DEFAULT_DATA, RunConfig, write_json
 from .run import Run, load_run
 from .cli import UsageError, resolve, run_console, train
+from .space import merge_configs, read_space, suggest
 
 # %% auto #0
-__all__ = ['DEFAULT_SPACES', 'searchable', 'check_space', 'read_space', 'suggest', 'validate_settings', 'on_market',
-           'read_markets', 'validate_markets', 'open_storage', 'fail_orphans', 'counted', 'trials_done', 'objective',
-           'run_sweep_trials', 'deflate_trials', 'plan_sweep', 'open_study', 'Sweep', 'sweep', 'trials_frame',
-           'importances', 'market_results', 'sweep_results', 'verdict', 'plot_history', 'plot_importance',
-           'write_sweep_report', 'gpurl_sweep']
-
-# %% ../nbs/22_sweep.ipynb #90ca28ff
-DEFAULT_SPACES = {
-    "dqn": {"rainbow.lr": {"type": "float", "low": 3e-4, "high": 1e-2, "log": True},      # around the quickstart's 3e-3
-            "rainbow.gamma": {"type": "float", "low": 0.0, "high": 0.95},                # short horizons suit bar-to-bar returns
-            "rainbow.cql_alpha": {"type": "float", "low": 0.0, "high": 1.0},             # Kumar et al. 2020 tune alpha per data set
-            "rainbow.tau": {"type": "float", "low": 1e-3, "high": 0.1, "log": True},
-            "rainbow.hidden": {"type": "categorical", "choices": [[16, 16], [32, 32], [64, 64]]},
-            "env.window": {"type": "int", "low": 1, "high": 8}},
-    "ppo": {"lr": {"type": "float", "low": 1e-4, "high": 3e-3, "log": True},                # CleanRL's 2.5e-4, from 0.4x to 12x
-            "gamma": {"type": "float", "low": 0.5, "high": 0.99},
-            "gae_lambda": {"type": "float", "low": 0.8, "high": 0.99},
-            "ent_coef": {"type": "float", "low": 1e-4, "high": 0.05, "log": True},
-            "clip_coef": {"type": "float", "low": 0.1, "high": 0.3},
-            "hidden": {"type": "categorical", "choices": [[16, 16], [32, 32], [64, 64]]},
-            "env.window": {"type": "int", "low": 1, "high": 8},
-            "n_envs": {"type": "categorical", "choices": [16, 64, 256]}},              # CleanRL's 4 .. a device env's thousands
-    "mlp": {"lr": {"type": "float", "low": 3e-4, "high": 1e-2, "log": True},
-            "weight_decay": {"type": "float", "low": 1e-4, "high": 0.1, "log": True},
-            "hidden": {"type": "categorical", "choices": [[16, 16], [32, 32], [64, 64]]},
-            "batch_size": {"type": "categorical", "choices": [32, 64, 128]},
-            "env.window": {"type": "int", "low": 1, "high": 8}},
-}
-_KINDS = {"float": {"low", "high", "log", "step"}, "int": {"low", "high", "log", "step"}, "categorical": {"choices"}}
-
-# %% ../nbs/22_sweep.ipynb #85b8ed6a
-def _leaf_fields(cls, prefix: str = "") -> dict[str, dataclasses.Field]:
-    "Every settable leaf of a config dataclass by its dotted path (nested configs such as `rainbow.lr` walked into)."
-    out = {}
-    for f in dataclasses.fields(cls):
-        if not f.init: continue
-        sub = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-        if dataclasses.is_dataclass(sub): out.update(_leaf_fields(type(sub), f"{prefix}{f.name}."))
-        else: out[prefix + f.name] = f
-    return out
-
-def searchable(algo: str) -> list[str]:
-    "The parameters a search space may name for `algo`: its trainer config's leaves (dotted) and `driver.*` (not epochs: --epochs)."
-    return sorted(_leaf_fields(get_model(algo).config)) + sorted(f"driver.{k}" for k in _leaf_fields(DriverConfig) if k != "epochs")
-
-def _nest(flat: dict) -> dict:
-    "{'rainbow.lr': 1e-3, 'n_envs': 8} -> {'rainbow': {'lr': 1e-3}, 'n_envs': 8}: the --config layout."
-    out: dict = {}
-    for path, v in flat.items():
-        *head, last = path.split("."); d = out
-        for k in head: d = d.setdefault(k, {})
-        d[last] = v
-    return out
-
-# %% ../nbs/22_sweep.ipynb #5bd9d039
-def _check_param(name: str, d, where: str) -> dict:
-    "One parameter's distribution, checked: a UsageError naming the parameter and what is wrong."
-    if not isinstance(d, dict) or d.get("type") not in _KINDS:
-        raise UsageError(f"{where}: {name!r} must be an object with \"type\" one of {sorted(_KINDS)}, got {d!r}")
-    kind, extra = d["type"], sorted(set(d) - _KINDS[d["type"]] - {"type"})
-    if extra: raise UsageError(f"{where}: {name!r}: unknown {kind} key(s) {extra}; valid: {sorted(_KINDS[kind])}")
-    if kind == "categorical":
-        c = d.get("choices")
-        if not isinstance(c, list) or not c: raise UsageError(f"{where}: {name!r}: \"choices\" must be a non-empty list, got {c!r}")
-        if len({json.dumps(x) for x in c}) < len(c): raise UsageError(f"{where}: {name!r}: \"choices\" repeat a value: {c}")
-        return {"type": kind, "choices": c}
-    num = (int,) if kind == "int" else (int, float)
-    lo, hi, step, log = d.get("low"), d.get("high"), d.get("step"), d.get("log", False)
-    for k, v in (("low", lo), ("high", hi)) + ((("step", step),) if step is not None else ()):
-        if isinstance(v, bool) or not isinstance(v, num) or not math.isfinite(v):
-            raise UsageError(f"{where}: {name!r}: \"{k}\" must be a finite {'integer' if kind == 'int' else 'number'}, got {v!r}")
-    if not lo < hi: raise UsageError(f"{where}: {name!r}: empty range: low {lo} must be < high {hi} (fix one value in --config instead)")
-    if not isinstance(log, bool): raise UsageError(f"{where}: {name!r}: \"log\" must be true or false, got {log!r}")
-    if log and lo <= 0: raise UsageError(f"{where}: {name!r}: a log range needs low > 0, got {lo}")
-    if step is not None and (step <= 0 or log): raise UsageError(f"{where}: {name!r}: \"step\" must be > 0 and cannot go with \"log\"")
-    return {"type": kind, "low": lo, "high": hi, "log": log, **({"step": step} if step is not None else {})}
-
-# %% ../nbs/22_sweep.ipynb #7ec2ff71
-def _bounds(p: dict) -> list:
-    "The values a distribution's every setting lies between: its low and high, or each choice."
-    return p["choices"] if p["type"] == "categorical" else [p["low"], p["high"]]
-
-def check_space(space, algo: str, base: dict | None = None, where: str = "--space") -> dict:
-    "A search space (JSON object: parameter -> distribution) checked for `algo`: names, distributions, and every bound the config accepts."
-    if not isinstance(space, dict) or not space:
-        raise UsageError(f"{where}: a search space is a non-empty JSON object such as {{\"lr\": {{\"type\": \"float\", \"low\": 1e-4, \"high\": 1e-2, \"log\": true}}}}")
-    valid = searchable(algo)
-    unknown = sorted(set(space) - set(valid))
-    if unknown: raise UsageError(f"{where}: unknown parameter(s) {unknown} for --algo {algo}; valid: {', '.join(valid)}")
-    out = {k: _check_param(k, d, where) for k, d in space.items()}
-    spec, base = get_model(algo), dict(base or {})
-    driver_base = base.pop("driver", {}); base.pop("synthetic", None)
-    for k, p in out.items():
-        for v in _bounds(p):
-            try:
-                if k.startswith("driver."): DriverConfig.from_dict({**driver_base, k[7:]: v})
-                else: spec.config.from_dict(_merge_all(spec.quickstart, base, _nest({k: v})))
-            except (ValueError, TypeError) as e:
-                raise UsageError(f"{where}: {k!r} = {v!r} is rejected by the {algo} config: {e}".replace("\n", " ")) from None
-    return out
-
-def _merge_all(*ds: dict) -> dict:
-    "Nested dicts merged left to right (a later one's keys win, key by key)."
-    out: dict = {}
-    for d in ds:
-        for k, v in d.items(): out[k] = _merge_all(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-def read_space(path, algo: str, base: dict | None = None) -> dict:
-    "--space: a JSON file of a search space (None: the default space of `algo`), checked by `check_space`."
-    if path is None:
-        if algo not in DEFAULT_SPACES: raise UsageError(f"--algo {algo} has no default search space: pass --space SPACE.json")
-        return check_space(DEFAULT_SPACES[algo], algo, base, where=f"the default {algo} space")
-    p, where = Path(path), f"--space {path}"
-    if not p.is_file(): raise UsageError(f"{where}: no such file; pass a JSON object of parameter -> distribution")
-    try: space = json.loads(p.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e: raise UsageError(f"{where}: not valid JSON ({e})".replace("\n", " ")) from None
-    return check_space(space, algo, base, where)
-
-# %% ../nbs/22_sweep.ipynb #b1abb539
-def _scalar(x) -> bool: return x is None or isinstance(x, (bool, int, float, str))
-
-def suggest(trial, space: dict) -> dict:
-    "One trial's settings from the space (Optuna's suggest_* per parameter), in --config layout."
-    flat = {}
-    for k, p in space.items():
-        if p["type"] == "categorical":
-            c = p["choices"]
-            if all(map(_scalar, c)): flat[k] = trial.suggest_categorical(k, c)
-            else: flat[k] = json.loads(trial.suggest_categorical(k, [json.dumps(x) for x in c]))   # lists as JSON text
-        elif p["type"] == "int": flat[k] = trial.suggest_int(k, p["low"], p["high"], step=p.get("step", 1), log=p["log"])
-        else: flat[k] = trial.suggest_float(k, p["low"], p["high"], step=p.get("step"), log=p["log"])
-    return _nest(flat)
+__all__ = ['validate_settings', 'on_market', 'read_markets', 'validate_markets', 'open_storage', 'fail_orphans', 'counted',
+           'trials_done', 'objective', 'run_sweep_trials', 'deflate_trials', 'plan_sweep', 'open_study', 'Sweep',
+           'sweep', 'trials_frame', 'importances', 'market_results', 'sweep_results', 'verdict', 'plot_history',
+           'plot_importance', 'write_sweep_report', 'gpurl_sweep']
 
 # %% ../nbs/22_sweep.ipynb #a5c300c2
 def _val_as_test(source):
@@ -291,7 +163,7 @@ def objective(trial, flags: dict, base: dict, space: dict, n_trials: int, epochs
     if len(ahead) >= n_trials:
         trial.set_user_attr("surplus", True); raise _Surplus(f"{n_trials} trials were already under way")
     trial.set_user_attr("worker", _worker_id())
-    config = _merge_all(base, suggest(trial, space))
+    config = merge_configs(base, suggest(trial, space))
     trial.set_user_attr("config", config)                            # the gpurl_train --config this trial ran
     def on_epoch_end(fold: int, epoch: int, m: dict) -> None:        # the driver's hook: the pruner sees every epoch
         trial.report(m["val_sharpe"], fold * epochs + epoch)
