@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 import gpurl
 from .hardware import default_device, seed_everything
-from .config import json_safe
+from .config import json_safe, merge_configs
 from .data import (build_fold, fold_count, fold_min_rows, periods_per_year,
                         feature_names)
 from .metrics import performance_summary
@@ -136,12 +136,6 @@ def _synthetic_spec(kind: str, overrides: dict, where: str) -> dict:
     return s
 
 # %% ../nbs/21_cli.ipynb #95c81c56
-def _merge(base: dict, over: dict) -> dict:
-    "`base` updated by `over`, nested dicts merged key by key (DQN's `rainbow` section overrides single fields)."
-    out = dict(base)
-    for k, v in over.items(): out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
 def _trainer_config(algo: str, overrides: dict, soft: dict, hard: dict, where: str):
     "Trainer defaults < the model's quickstart < `soft` < --config JSON < `hard` (flags given); errors from the config's own from_dict."
     spec = get_model(algo)
@@ -151,7 +145,7 @@ def _trainer_config(algo: str, overrides: dict, soft: dict, hard: dict, where: s
         out = {k: given(v) if isinstance(v, dict) else v for k, v in d.items() if v is not None}
         return {k: v for k, v in out.items() if v != {}}
     pick = lambda d: {k: v for k, v in given(d).items() if k in fields}   # the config's own keys
-    try: return cfg_cls.from_dict(_merge(_merge(_merge(spec.quickstart, pick(soft)), overrides), pick(hard)))
+    try: return cfg_cls.from_dict(merge_configs(spec.quickstart, pick(soft), overrides, pick(hard)))
     except (ValueError, TypeError) as e: raise UsageError(f"{where}: {e}".replace("\n", " ")) from None
 
 # %% ../nbs/21_cli.ipynb #e24db3a2

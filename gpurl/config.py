@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 # %% auto #0
-__all__ = ['config_error', 'json_safe', 'Config']
+__all__ = ['config_error', 'json_safe', 'merge_configs', 'Config']
 
 # %% ../nbs/00_config.ipynb #1cda5c39
 def config_error(cfg: Any, key: str, why: str) -> ValueError:
@@ -62,6 +62,14 @@ def json_safe(o: Any) -> Any:
     if isinstance(o, dict): return {str(k): json_safe(v) for k, v in o.items()}
     if isinstance(o, (list, tuple)): return [json_safe(v) for v in o]
     return o
+
+# %% ../nbs/00_config.ipynb #b81f4c2e
+def merge_configs(*configs: dict) -> dict:
+    "Nested config dicts merged left to right: a later one's keys win, key by key (a section is merged, a list replaced)."
+    out: dict = {}
+    for d in configs:
+        for k, v in d.items(): out[k] = merge_configs(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
 
 # %% ../nbs/00_config.ipynb #4365e2e2
 _FIELD_TYPES: dict[type, dict] = {}

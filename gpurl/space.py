@@ -7,12 +7,13 @@ from __future__ import annotations
 import dataclasses, json, math
 from pathlib import Path
 
+from .config import merge_configs
 from .walkforward import DriverConfig
 from .registry import get_model
 from .cli import UsageError
 
 # %% auto #0
-__all__ = ['DEFAULT_SPACES', 'searchable', 'merge_configs', 'check_space', 'read_space', 'suggest']
+__all__ = ['DEFAULT_SPACES', 'searchable', 'check_space', 'read_space', 'suggest']
 
 # %% ../nbs/21a_space.ipynb #85b8ed6a
 def _leaf_fields(cls, prefix: str = "") -> dict[str, dataclasses.Field]:
@@ -36,14 +37,6 @@ def _nest(flat: dict) -> dict:
         *head, last = path.split("."); d = out
         for k in head: d = d.setdefault(k, {})
         d[last] = v
-    return out
-
-# %% ../nbs/21a_space.ipynb #a8f35c20
-def merge_configs(*configs: dict) -> dict:
-    "Nested --config dicts merged left to right: a later one's keys win, key by key (a section is merged, a list replaced)."
-    out: dict = {}
-    for d in configs:
-        for k, v in d.items(): out[k] = merge_configs(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
 
 # %% ../nbs/21a_space.ipynb #90ca28ff

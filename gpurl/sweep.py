@@ -18,7 +18,7 @@ import optuna
 from optuna.trial import TrialState
 
 from .hardware import default_device, seed_everything
-from .config import json_safe
+from .config import json_safe, merge_configs
 from .checkpoint import atomic_write_bytes
 from .metrics import (sharpe_ratio, deflated_sharpe_ratio, effective_trials, expected_max_sharpe)
 from .walkforward import DriverConfig, train_walk_forward
@@ -26,7 +26,7 @@ from .registry import get_model
 from .rundir import DEFAULT_DATA, RunConfig, write_json
 from .run import Run, load_run
 from .cli import UsageError, resolve, run_console, train
-from .space import merge_configs, read_space, suggest
+from .space import read_space, suggest
 
 # %% auto #0
 __all__ = ['validate_settings', 'on_market', 'read_markets', 'validate_markets', 'open_storage', 'fail_orphans', 'counted',
