@@ -5,7 +5,6 @@
 # %% ../nbs/21_cli.ipynb #f71bd039
 from __future__ import annotations
 import dataclasses, datetime, json, math, os, shlex, signal, sys, tempfile, time
-from dataclasses import dataclass
 from functools import partial
 from typing import Callable
 from pathlib import Path
@@ -22,21 +21,19 @@ from .config import json_safe, merge_configs
 from .data import (build_fold, fold_count, fold_min_rows, periods_per_year,
                         feature_names)
 from .metrics import performance_summary
-from .checkpoint import atomic_write_bytes
-from .state import read_safetensors_header
 from .walkforward import DriverConfig, FoldResult, train_walk_forward, backtest_trainer
 from .registry import models, get_model
-from .rundir import (DEFAULT_DATA, RunConfig, RunData, load_data, load_fold_results, read_jsonl, save_fold_result,
+from .rundir import (DEFAULT_DATA, RunConfig, RunData, load_data, load_fold_results, save_fold_result,
                           synthetic_settings,
                           write_json)
 from .run import Run, load_run, write_report
+from .resume import ResumePoint, last_state_epochs, remove_orphans, resume_point, set_aside, truncate_metrics
 from .runensemble import ENSEMBLE_FILE, EnsembleRun, member_dir, member_seeds, write_ensemble
 from .distributed import (MultiGpuConfig, Worker, WorkerFailure, data_parallel, discard_checkpoint, init_worker,
                                launch, rank_config, restart_count, torchrun_command, torchrun_worker)
 
 # %% auto #0
-__all__ = ['DEFAULTS', 'SYNTHETIC_FOLDS', 'LOB_DEFAULTS', 'UsageError', 'resolve', 'ResumePoint', 'train', 'run_console',
-           'gpurl_train']
+__all__ = ['DEFAULTS', 'SYNTHETIC_FOLDS', 'LOB_DEFAULTS', 'UsageError', 'resolve', 'train', 'run_console', 'gpurl_train']
 
 # %% ../nbs/21_cli.ipynb #b308a0a8
 DEFAULTS = dict(algo="dqn", data="synthetic", folds=10, train_bars=1000, val_bars=300, test_bars=400, embargo=0,
@@ -271,9 +268,9 @@ def _execute(rc: RunConfig, data: RunData, run_dir: Path, completed: list[FoldRe
     folds = rc.fold_list()
     if main:
         (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True); (run_dir / "folds").mkdir(exist_ok=True)
-        _remove_orphans(run_dir)
+        remove_orphans(run_dir)
         write_json(run_dir / "hyperparams.json", rc.hyperparams())
-        _truncate_metrics(run_dir, len(completed), _last_state_epochs(resume_state))
+        truncate_metrics(run_dir, len(completed), last_state_epochs(resume_state))
     template = str(run_dir / "checkpoints").replace("{", "{{").replace("}", "}}") + "/fold{fold}_{kind}.safetensors"
     sources = [partial(rc.fold_splits, data, f) for f in folds]
     seed_everything(rc.seed)
@@ -318,24 +315,6 @@ def _execute(rc: RunConfig, data: RunData, run_dir: Path, completed: list[FoldRe
     if worker is not None: worker.barrier()
     return run
 
-# %% ../nbs/21_cli.ipynb #7cd43a8b
-def _last_state_epochs(path: Path | None) -> int:
-    "Epochs a last-state checkpoint has done (0 without one), from its metadata alone."
-    if path is None: return 0
-    from safetensors import safe_open
-    with safe_open(str(path), "pt") as f: return int((f.metadata() or {}).get("epoch", -1)) + 1
-
-def _remove_orphans(run_dir: Path) -> None:
-    "Delete temp files a killed process left behind (atomic writes go through .NAME.PID.XXXX.tmp, then a rename)."
-    for p in run_dir.rglob(".*.tmp"):
-        if p.is_file(): p.unlink()
-
-def _truncate_metrics(run_dir: Path, fold: int, epochs_done: int) -> None:
-    "Keep the metrics lines of finished folds and of `fold`'s epochs < epochs_done (the resumed epochs rewrite the rest)."
-    path = run_dir / "metrics.jsonl"
-    rows = [r for r in read_jsonl(path) if r.get("fold", 1 << 30) < fold or (r.get("fold") == fold and r.get("epoch", 1 << 30) < epochs_done)]
-    atomic_write_bytes(path, "".join(json.dumps(r, allow_nan=False) + "\n" for r in rows).encode())
-
 # %% ../nbs/21_cli.ipynb #5a0e9c26
 def _planted_rule(rc: RunConfig, feats: Tensor, rets: Tensor) -> dict | None:
     "Synthetic data: the rule that knows the planted mechanism (bet ar1 x last return), on the same test bars and costs."
@@ -369,69 +348,9 @@ def _plan_resume(resume, device, gpu_ids, others: dict) -> tuple[RunConfig, RunD
     rc.device, rc.gpu_ids = str(dev), ids
     try: data = rc.load_data()
     except ValueError as e: raise UsageError(f"--resume {resume}: {e}") from None
-    point = _resume_point(p, rc.folds)
+    point = resume_point(p, rc.folds)
     done, _ = load_fold_results(p, point.done)
     return rc, data, p, done, point
-
-# %% ../nbs/21_cli.ipynb #b0c9a083
-@dataclass
-class ResumePoint:
-    "Where --resume continues: folds whose files all read back, the last state to start from, files to set aside."
-    done: int                                 # finished folds, every file intact
-    state: Path | None                        # the next fold's last-state checkpoint (None: from its first epoch)
-    set_aside: list[tuple[Path, str]]         # unusable files and why: renamed to NAME.corrupt before training
-
-def _unreadable(path: Path, read) -> str | None:
-    "Why `read(path)` fails (None when the file reads back)."
-    try: read(path)
-    except (ValueError, TypeError, KeyError, OSError) as e: return f"{type(e).__name__}: {e}".replace("\n", " ")
-    return None
-
-def _fold_files(run_dir: Path, k: int) -> dict[Path, Callable]:
-    "A finished fold's files and how each is read back."
-    return {run_dir / "folds" / f"fold{k}.json": lambda p: FoldResult.from_dict(json.loads(p.read_text())),
-            run_dir / "folds" / f"fold{k}_test.safetensors": read_safetensors_header,
-            run_dir / "checkpoints" / f"fold{k}_best.safetensors": read_safetensors_header}
-
-# %% ../nbs/21_cli.ipynb #739a9fb3
-def _torn_metrics(run_dir: Path) -> tuple[set[tuple[int, int]], list[int]]:
-    "The (fold, epoch) pairs metrics.jsonl holds and the numbers of its lines that do not parse."
-    path, rows, torn = run_dir / "metrics.jsonl", set(), []
-    if not path.is_file(): return rows, torn
-    for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-        try: r = json.loads(line); rows.add((int(r["fold"]), int(r["epoch"])))
-        except (ValueError, KeyError, TypeError): torn.append(n)
-    return rows, torn
-
-def _resume_point(run_dir: Path, n_folds: int) -> ResumePoint:
-    "Check every file --resume will use (writes nothing): see ResumePoint."
-    aside, done = [], 0
-    while done < n_folds and (run_dir / "folds" / f"fold{done}.json").is_file():
-        bad = {p: "missing" if not p.is_file() else _unreadable(p, read) for p, read in _fold_files(run_dir, done).items()}
-        bad = {p: why for p, why in bad.items() if why}
-        if bad:
-            for k in range(done, n_folds):
-                aside += [(p, bad.get(p, f"fold {done} is trained again, so fold {k}'s results are rebuilt"))
-                          for p in _fold_files(run_dir, k) if p.is_file()]
-            break
-        done += 1
-    state = run_dir / "checkpoints" / f"fold{done}_last_state.safetensors"
-    if done == n_folds or not state.is_file(): return ResumePoint(done, None, aside)
-    why = _unreadable(state, read_safetensors_header)
-    if why is None:
-        rows, torn = _torn_metrics(run_dir)
-        lost = [e for e in range(_last_state_epochs(state)) if (done, e) not in rows]
-        if lost: why = f"metrics.jsonl has no line for fold {done}'s epoch(s) {lost}" + (f" (torn line(s) {torn})" if torn else "")
-    return ResumePoint(done, None, aside + [(state, why)]) if why else ResumePoint(done, state, aside)
-
-def _set_aside(point: ResumePoint) -> None:
-    "Rename the unusable files to NAME.corrupt (never overwriting one) and say what is rebuilt."
-    for path, why in point.set_aside:
-        dest, i = path.with_name(path.name + ".corrupt"), 1
-        while dest.exists(): i += 1; dest = path.with_name(f"{path.name}.corrupt{i}")
-        path.rename(dest)
-        print(f"gpurl_train: --resume: {path} cannot be used ({why}); kept as {dest.name}, rebuilt by this run",
-              file=sys.stderr)
 
 # %% ../nbs/21_cli.ipynb #dde3785e
 def _distributed_settings(config) -> MultiGpuConfig:
@@ -538,7 +457,7 @@ def train(algo: str | None = None, data: str | None = None, config: str | dict |
     if worker is not None: worker.barrier()              # every rank has read the files --resume checks
     if main:
         run_dir.mkdir(parents=True, exist_ok=True)      # everything checked: from here on the run directory exists
-        _set_aside(point)
+        set_aside(point)
         write_json(run_dir / "config.json", rc.to_dict())
     try:
         run = _execute(rc, data, run_dir, completed, point.state, progress and main, worker)
