@@ -69,7 +69,7 @@ def _torn_metrics(run_dir: Path) -> tuple[set[tuple[int, int]], list[int]]:
 
 def resume_point(run_dir: Path, n_folds: int) -> ResumePoint:
     "Where --resume of the `n_folds`-fold run in `run_dir` continues, every file it will use read back (writes nothing)."
-    aside, done = [], 0
+    aside, done, rebuilt = [], 0, False
     while done < n_folds and (run_dir / "folds" / f"fold{done}.json").is_file():
         bad = {p: "missing" if not p.is_file() else _unreadable(p, read) for p, read in _fold_files(run_dir, done).items()}
         bad = {p: why for p, why in bad.items() if why}
@@ -77,10 +77,11 @@ def resume_point(run_dir: Path, n_folds: int) -> ResumePoint:
             for k in range(done, n_folds):
                 aside += [(p, bad.get(p, f"fold {done} is trained again, so fold {k}'s results are rebuilt"))
                           for p in _fold_files(run_dir, k) if p.is_file()]
+            rebuilt = True
             break
         done += 1
     state = run_dir / "checkpoints" / f"fold{done}_last_state.safetensors"
-    if done == n_folds or not state.is_file(): return ResumePoint(done, None, aside)
+    if done == n_folds or rebuilt or not state.is_file(): return ResumePoint(done, None, aside)   # a rebuilt fold trains from its first epoch
     why = _unreadable(state, read_safetensors_header)
     if why is None:
         rows, torn = _torn_metrics(run_dir)

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from gpurl.run import load_run
+from gpurl.state import read_safetensors_header
 from _cli import TINY, script_env
 SHAPE = ["--folds", "2", "--train_bars", "150", "--val_bars", "50", "--test_bars", "50", "--epochs", "3", "--device", "cpu"]
 
@@ -42,6 +44,10 @@ def test_a_finished_folds_bad_file_is_rebuilt(finished, tmp_path, broken):
     assert f"{run / broken} cannot be used" in r.stderr and "kept as" in r.stderr, r.stderr
     assert (run / (broken + ".corrupt")).is_file()                       # kept, not deleted
     assert _results(run) == _results(finished)                          # fold 0 and the folds after it trained again
+    for k in (0, 1):                                                    # every file the run's results name is back
+        for name in (f"checkpoints/fold{k}_best.safetensors", f"folds/fold{k}_test.safetensors"):
+            assert read_safetensors_header(run / name), name
+    assert load_run(run).trainer(0) is not None                         # the rebuilt fold's best checkpoint loads
 
 def test_a_truncated_last_state_restarts_its_fold(finished, tmp_path):
     run = tmp_path / "run"; shutil.copytree(finished, run)
