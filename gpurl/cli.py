@@ -10,6 +10,7 @@ from typing import Callable
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 from torch import Tensor
 from fastcore.script import call_parse, is_cli
@@ -18,8 +19,8 @@ from tqdm import tqdm
 import gpurl
 from .hardware import default_device, seed_everything
 from .config import json_safe, merge_configs
-from .data import (build_fold, fold_count, fold_min_rows, periods_per_year,
-                        feature_names)
+from .data import (build_fold, fold_count, fold_min_rows, periods_per_year, infer_periods_per_year,
+                        walk_forward_folds, feature_names)
 from .metrics import performance_summary
 from .walkforward import DriverConfig, FoldResult, train_walk_forward, backtest_trainer
 from .registry import models, get_model
@@ -162,6 +163,13 @@ def _check_data_kind(algo: str, kind: str, data: str) -> None:
 # %% ../nbs/21_cli.ipynb #ce352847
 _RUN_FLAGS = ("algo", "data", "folds", "train_bars", "val_bars", "test_bars", "embargo", "cost_bps", "epochs", "seed")
 
+def _seen_periods_per_year(info: dict, times: np.ndarray, n: int, tr: int, va: int, te: int, em: int, folds: int) -> dict:
+    "A bars file's description with its bars per year counted only from the bars before the first test bar (no trainer sees later ones)."
+    first_test = walk_forward_folds(n, tr, va, te, embargo=em, n_folds=folds, align="end")[0].test[0]
+    ppy, how = infer_periods_per_year(pd.DatetimeIndex(times[:first_test]))
+    return {**info, "periods_per_year": ppy,
+            "periods_per_year_how": f"counted from the timestamps of the {first_test:,} bars before the first test bar: {how}"}
+
 def _resolve(algo=None, data=None, config=None, folds=None, train_bars=None, val_bars=None, test_bars=None,
              embargo=None, cost_bps=None, epochs=None, seed=None, device=None, gpu_ids=None, date_col=None
              ) -> tuple[RunConfig, RunData]:
@@ -206,6 +214,7 @@ def _resolve(algo=None, data=None, config=None, folds=None, train_bars=None, val
                          f"+ --test_bars {te} + 2 x --embargo {em} = {one} {unit}, {one - n} more than there are; load "
                          "a longer history or lower --train_bars, --val_bars, --test_bars or --embargo")
     a["folds"] = min(a["folds"], fit)                             # --folds caps them: the most recent that fit
+    if kind == "bars" and info["source"] != "synthetic": info = _seen_periods_per_year(info, rows.times, n, tr, va, te, em, a["folds"])
     soft = dict(seed=a["seed"], anneal_epochs=a["epochs"], env=dict(cost_bps=a["cost_bps"], periods_per_year=info.get("periods_per_year")),
                 **({"priced": False} if kind == "lob" else {}))
     tcfg = _trainer_config(a["algo"], user, soft, dict(seed=seed, env=dict(cost_bps=cost_bps)), where)

@@ -144,8 +144,9 @@ def test_yahoo_csv_round_trip(tmp_path):
     from gpurl.run import load_run
     run = load_run(tmp_path / "runs" / "spy")
     assert run.config.data == str((tmp_path / "SPY.csv").resolve()) and run.config.data_info["n_bars"] == 300
-    assert run.config.data_info["adjusted"] and abs(run.config.data_info["periods_per_year"] - 299 / (417 / 365.25)) < 1e-9
-    assert "counted from the timestamps" in r.stdout                 # weekday bars, no full calendar year: bars per elapsed year
+    days = (pd.Timestamp(raw.Date.iloc[249]) - pd.Timestamp(raw.Date.iloc[0])).days     # the 250 bars before the first test bar (250)
+    assert run.config.data_info["adjusted"] and abs(run.config.data_info["periods_per_year"] - 249 / (days / 365.25)) < 1e-9
+    assert "counted from the timestamps of the 250 bars before the first test bar" in r.stdout   # no full calendar year: per elapsed year
     # the folds end at the last bar; the 50 bars before the earliest fold are reported, with the reason
     assert run.config.fold_list()[0].test == (250, 300)
     assert f"bars 0..49 ({raw.Date.iloc[0]}..{raw.Date.iloc[49]}, 50 bars): NOT USED, before the earliest fold" in r.stdout, r.stdout

@@ -233,19 +233,16 @@ def test_a_later_dividend_leaves_earlier_features(tmp_path):
     assert b.log_returns[p - 1] - a.log_returns[p - 1] == pytest.approx(-math.log(0.97), abs=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="a CSV run's annualisation is counted from every bar's timestamp, the test bars' "
-                   "included (rundir._read_file_bars -> data.infer_periods_per_year over the whole file); it becomes "
-                   "env.periods_per_year, which scales every val Sharpe/Sortino the driver records, compares with "
-                   "min_delta and checkpoints, and enters the config hash")
 def test_test_bar_times_decide_nothing(tmp_path):
     """A trainer never sees test bars, their timestamps included: moving fold 1's test bars 90 days later (a gap in the
     file, prices unchanged) must leave both folds' training and validation metrics, selection and best checkpoints
-    bit-identical. It does not: `periods_per_year` comes from all timestamps (262 bars a year vs 206), so every val
-    Sharpe changes; with `min_delta` > 0 (in annualised Sharpe) the best epoch itself can change."""
+    bit-identical. The bars per year, which scale every val Sharpe the driver compares (and `min_delta` with them), are
+    counted from the bars before the first test bar only."""
     bars = _bars()
     later = bars.copy()
     later.index = pd.DatetimeIndex(np.r_[bars.index[:200], bars.index[200:] + pd.Timedelta(days=90)], name="timestamp")
     a = _train("mlp", _csv(bars, tmp_path / "bars.csv"), tmp_path / "a")
     b = _train("mlp", _csv(later, tmp_path / "later.csv"), tmp_path / "b")
     assert torch.equal(a.series[1]["returns"], b.series[1]["returns"])      # the same bars and prices: the same trades
+    assert a.config.data_info["periods_per_year"] == b.config.data_info["periods_per_year"]
     for k in range(2): _assert_selection_equal(a, b, k)
