@@ -20,11 +20,11 @@ import gpurl
 from .hardware import default_device, seed_everything
 from .config import json_safe, merge_configs
 from .data import (build_fold, fold_count, fold_min_rows, periods_per_year, infer_periods_per_year,
-                        walk_forward_folds, feature_names)
+                        feature_names, RETURN_COLUMN)
 from .metrics import performance_summary
 from .walkforward import DriverConfig, FoldResult, train_walk_forward, backtest_trainer
 from .registry import models, get_model
-from .rundir import (DEFAULT_DATA, RunConfig, RunData, load_data, load_fold_results, save_fold_result,
+from .rundir import (DEFAULT_DATA, RunConfig, RunData, load_data, load_fold_results, save_fold_result, run_folds,
                           synthetic_settings,
                           write_json)
 from .run import Run, load_run, write_report
@@ -163,12 +163,11 @@ def _check_data_kind(algo: str, kind: str, data: str) -> None:
 # %% ../nbs/21_cli.ipynb #ce352847
 _RUN_FLAGS = ("algo", "data", "folds", "train_bars", "val_bars", "test_bars", "embargo", "cost_bps", "epochs", "seed")
 
-def _seen_periods_per_year(info: dict, times: np.ndarray, n: int, tr: int, va: int, te: int, em: int, folds: int) -> dict:
-    "A bars file's description with its bars per year counted only from the bars before the first test bar (no trainer sees later ones)."
-    first_test = walk_forward_folds(n, tr, va, te, embargo=em, n_folds=folds, align="end")[0].test[0]
-    ppy, how = infer_periods_per_year(pd.DatetimeIndex(times[:first_test]))
+def _seen_periods_per_year(info: dict, seen: np.ndarray) -> dict:
+    "A bars file's description with its bars per year counted only from `seen`, the times (ns) before the first test bar."
+    ppy, how = infer_periods_per_year(pd.DatetimeIndex(seen))
     return {**info, "periods_per_year": ppy,
-            "periods_per_year_how": f"counted from the timestamps of the {first_test:,} bars before the first test bar: {how}"}
+            "periods_per_year_how": f"counted from the timestamps of the {len(seen):,} bars before the first test bar: {how}"}
 
 def _resolve(algo=None, data=None, config=None, folds=None, train_bars=None, val_bars=None, test_bars=None,
              embargo=None, cost_bps=None, epochs=None, seed=None, device=None, gpu_ids=None, date_col=None
@@ -214,7 +213,8 @@ def _resolve(algo=None, data=None, config=None, folds=None, train_bars=None, val
                          f"+ --test_bars {te} + 2 x --embargo {em} = {one} {unit}, {one - n} more than there are; load "
                          "a longer history or lower --train_bars, --val_bars, --test_bars or --embargo")
     a["folds"] = min(a["folds"], fit)                             # --folds caps them: the most recent that fit
-    if kind == "bars" and info["source"] != "synthetic": info = _seen_periods_per_year(info, rows.times, n, tr, va, te, em, a["folds"])
+    if kind == "bars" and info["source"] != "synthetic":             # no trainer sees a test bar, not even its time
+        info = _seen_periods_per_year(info, rows.times[:run_folds(n, tr, va, te, em, a["folds"])[0].test[0]])
     soft = dict(seed=a["seed"], anneal_epochs=a["epochs"], env=dict(cost_bps=a["cost_bps"], periods_per_year=info.get("periods_per_year")),
                 **({"priced": False} if kind == "lob" else {}))
     tcfg = _trainer_config(a["algo"], user, soft, dict(seed=seed, env=dict(cost_bps=cost_bps)), where)
@@ -329,7 +329,7 @@ def _planted_rule(rc: RunConfig, feats: Tensor, rets: Tensor) -> dict | None:
     "Synthetic data: the rule that knows the planted mechanism (bet ar1 x last return), on the same test bars and costs."
     ar1, env = rc.synthetic["ar1"], rc.trainer_config().env
     if rc.data != "synthetic" or ar1 == 0: return None
-    j = (env.window - 1) * len(feature_names()) + feature_names().index("logret_1")   # newest row's one-bar return
+    j = (env.window - 1) * len(feature_names()) + RETURN_COLUMN   # newest row's one-bar return
     levels = torch.tensor(env.positions)
     rule = lambda obs: ar1 * obs[:, j:j + 1] * levels.to(obs)         # score of a level: its expected return
     bts = [env.backtest(rule, build_fold(feats, rets, f).test) for f in rc.fold_list()]

@@ -14,10 +14,10 @@ from torch import Tensor
 from .config import Config
 
 # %% auto #0
-__all__ = ['REGIMES', 'OHLCV', 'CALENDAR_COLUMNS', 'IGNORE_INDEX', 'periods_per_year', 'infer_periods_per_year', 'MarketConfig',
-           'synthetic_market', 'load_ohlcv', 'feature_names', 'make_features', 'bar_log_returns', 'FeatureScaler',
-           'Fold', 'fold_min_rows', 'check_fold_capacity', 'fold_count', 'walk_forward_folds', 'bar_usage',
-           'plot_folds', 'calendar_features', 'FoldData', 'FoldSplits', 'mask_label_edges', 'build_fold']
+__all__ = ['REGIMES', 'OHLCV', 'RETURN_COLUMN', 'CALENDAR_COLUMNS', 'IGNORE_INDEX', 'periods_per_year', 'infer_periods_per_year',
+           'MarketConfig', 'synthetic_market', 'load_ohlcv', 'feature_names', 'make_features', 'bar_log_returns',
+           'FeatureScaler', 'Fold', 'fold_min_rows', 'check_fold_capacity', 'fold_count', 'walk_forward_folds',
+           'bar_usage', 'plot_folds', 'calendar_features', 'FoldData', 'FoldSplits', 'mask_label_edges', 'build_fold']
 
 # %% ../nbs/01_data.ipynb #5c41e3b3
 _FREQ_RE = re.compile(r"^\s*(\d*\.?\d*)\s*([A-Za-z]+)(?:-[A-Za-z]+)?\s*$")
@@ -295,6 +295,8 @@ def feature_names() -> list[str]:
     "Names of `make_features`' columns, in order (16 features)."
     return ([f"logret_{k}" for k in _LOOKBACKS] + [f"vol_{w}" for w in _VOL_WINDOWS]
             + ["range", "close_open", "gap", "volume_z20", "mom_20", "mom_60", "rsi_14", "ma_gap_20"])
+
+RETURN_COLUMN = feature_names().index("logret_1")   # the column of the bar's one-bar log return
 
 def _bars_tensor(bars: pd.DataFrame, cols, device) -> Tensor:
     if not isinstance(bars, pd.DataFrame): raise TypeError(f"bars must be a pandas DataFrame, got {type(bars).__name__}")

@@ -27,7 +27,7 @@ from .registry import get_model
 
 # %% auto #0
 __all__ = ['SYNTHETIC', 'SYNTHETIC_LOB', 'DEFAULT_DATA', 'load_bars', 'bar_time', 'synthetic_settings', 'RunData', 'load_book',
-           'load_data', 'RunConfig', 'write_json', 'read_jsonl', 'save_fold_result', 'load_fold_results']
+           'load_data', 'RunConfig', 'run_folds', 'write_json', 'read_jsonl', 'save_fold_result', 'load_fold_results']
 
 # %% ../nbs/19a_rundir.ipynb #4c1fb831
 SYNTHETIC = dict(n_bars=None, ar1=-0.2, seed=0, freq="B")   # n_bars None: exactly what the folds need; business days
@@ -217,11 +217,14 @@ def fold_splits(self: RunConfig, data: RunData, fold: Fold, device="cpu") -> Fol
     if splits_of is None: return build_fold(data.features, data.log_returns, fold, device=device)
     return splits_of(self.trainer_config(), data.features, data.log_returns, fold, times=data.times, device=device)
 
+def run_folds(n_bars: int, train_bars: int, val_bars: int, test_bars: int, embargo: int, folds: int) -> list[Fold]:
+    "A run's walk-forward folds over `n_bars`, rolled back from the last bar (the last test window ends there)."
+    return walk_forward_folds(n_bars, train_bars, val_bars, test_bars, embargo=embargo, n_folds=folds, align="end")
+
 @patch
 def fold_list(self: RunConfig) -> list[Fold]:
-    "The walk-forward folds over the run's bars, rolled back from the last bar (its last test window ends there)."
-    return walk_forward_folds(self.data_info["n_bars"], self.train_bars, self.val_bars, self.test_bars,
-                              embargo=self.embargo, n_folds=self.folds, align="end")
+    "The walk-forward folds over the run's bars (`run_folds`)."
+    return run_folds(self.data_info["n_bars"], self.train_bars, self.val_bars, self.test_bars, self.embargo, self.folds)
 
 # %% ../nbs/19a_rundir.ipynb #d26383e8
 @patch

@@ -15,14 +15,14 @@ from torch import Tensor, nn
 from fastcore.basics import patch
 from .config import config_error
 from .hardware import align_to_tensor_cores, capture_compile, TrainerGlobals
-from .data import Fold, FoldData, FoldSplits, CALENDAR_COLUMNS, build_fold, calendar_features, feature_names
+from .data import Fold, FoldData, FoldSplits, CALENDAR_COLUMNS, build_fold, calendar_features, RETURN_COLUMN
 from .env import EnvConfig, gather_windows
 from .supervised import SupervisedConfig, SupervisedTrainer
 from . import walkforward
 
 # %% auto #0
-__all__ = ['QUANTILES', 'CPU_CHUNK_BYTES', 'SCALE_FLOOR', 'N_CALENDAR', 'RETURN_COLUMN', 'check_quantiles', 'quantile_loss',
-           'elu', 'GatedLinearUnit', 'GateAddNorm', 'GatedResidualNetwork', 'VariableSelection', 'decoder_mask',
+__all__ = ['QUANTILES', 'CPU_CHUNK_BYTES', 'SCALE_FLOOR', 'N_CALENDAR', 'check_quantiles', 'quantile_loss', 'elu',
+           'GatedLinearUnit', 'GateAddNorm', 'GatedResidualNetwork', 'VariableSelection', 'decoder_mask',
            'InterpretableAttention', 'TemporalFusionTransformer', 'known_future_calendar', 'next_returns', 'tft_inputs',
            'TftBarNet', 'TftConfig', 'TftTrainer']
 
@@ -337,8 +337,6 @@ class TftBarNet(nn.Module):
         return torch.cat([q[:, self.step - 1, self.median, None], q.flatten(1)], 1)
 
 # %% ../nbs/15_tft.ipynb #7b71ad73
-RETURN_COLUMN = feature_names().index("logret_1")   # make_features' one-bar log return: column 0 of the bar models' inputs
-
 @dataclass
 class TftConfig(SupervisedConfig):
     "The Temporal Fusion Transformer on bars (`--algo tft`): multi-horizon quantile regression of the next bars' returns."
