@@ -270,12 +270,13 @@ def _dot_label(dtype: torch.dtype) -> str:
 
 def _kernel_config(k: int, n: int, dm: int, dots: str, layers: int = 3) -> dict:
     "Rows per program, middle units per chunk, warps and stages for k members, n rows, `dots` (_dot_label) and a run of `layers`, the best of a sweep on an H200; then the middle layer's splits, doubled while the programs stay under a wave. TF32 runs of three over a wave of row blocks take the transposed kernel."
-    if n <= 16: cfg = dict(BM=16, BN=16 if dots == "tf32" else 32, num_warps=4, num_stages=2)
-    elif n <= 1024: cfg = dict(BM=64 if dots == "bf16" and k * triton.cdiv(n, 64) >= _WAVE else 32, BN=64,
-                               num_warps=8 if dots == "ieee" else 4, num_stages=2)
-    elif dots == "bf16": cfg = dict(BM=128, BN=64, num_warps=8, num_stages=3)
-    elif dots == "tf32" and layers == 3 and k * triton.cdiv(n, 128) >= _WAVE:     # a wave of row blocks: never split
+    wave64 = k * triton.cdiv(n, 64) >= _WAVE
+    if dots == "tf32" and layers == 3 and k * triton.cdiv(n, 128) >= _WAVE:     # a wave of row blocks: never split
         cfg = dict(BM=128, BN=32, num_warps=8, num_stages=1, transposed=True)
+    elif n <= 16: cfg = dict(BM=16, BN=16 if dots == "tf32" else 32, num_warps=4, num_stages=2)
+    elif n <= 1024 and dots == "ieee" and wave64: cfg = dict(BM=64, BN=64, num_warps=8, num_stages=1)
+    elif n <= 1024: cfg = dict(BM=64 if dots == "bf16" and wave64 else 32, BN=64, num_warps=8 if dots == "ieee" else 4, num_stages=2)
+    elif dots == "bf16": cfg = dict(BM=128, BN=64, num_warps=8, num_stages=3)
     else: cfg = dict(BM=128, BN=32, num_warps=8, num_stages=2)
     programs, split = k * triton.cdiv(n, cfg["BM"]), 1
     while split < 8 and 2 * split * cfg["BN"] <= dm and 2 * split * programs <= _WAVE: split *= 2
