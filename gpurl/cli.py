@@ -27,7 +27,8 @@ from .registry import models, get_model
 from .rundir import (DEFAULT_DATA, RunConfig, RunData, load_data, load_fold_results, save_fold_result, run_folds,
                           synthetic_settings,
                           write_json)
-from .run import Run, load_run, write_report
+from .run import Run, load_run
+from .report import write_report
 from .resume import ResumePoint, last_state_epochs, remove_orphans, resume_point, set_aside, truncate_metrics
 from .runensemble import ENSEMBLE_FILE, EnsembleRun, member_dir, member_seeds, write_ensemble
 from .distributed import (MultiGpuConfig, Worker, WorkerFailure, data_parallel, discard_checkpoint, init_worker,

@@ -20,7 +20,8 @@ from .walkforward import FoldResult
 from .rundir import RunConfig, load_fold_results, save_fold_result, write_json
 from .ensemble import AGGREGATIONS, EnsembleRunner
 from .env import BacktestResult
-from .run import Run, data_label, excess_text, load_run, markdown_table, number_text, read_metrics, same_plan
+from .run import Run, load_run, read_metrics, same_plan
+from .report import data_label, excess_text, markdown_table, number_text
 
 # %% auto #0
 __all__ = ['ENSEMBLE_FILE', 'member_seeds', 'member_dir', 'ensemble_aggregation', 'ensemble_policy', 'backtest_ensemble',
