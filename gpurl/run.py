@@ -142,7 +142,8 @@ def read_metrics(path: Path) -> pd.DataFrame:
 
 # %% ../nbs/20_run.ipynb #1e565483
 def load_run(path: str | os.PathLike) -> Run:
-    "Read a gpurl_train run directory (finished or interrupted): config, metrics, finished folds, results."
+    "Read a gpurl_train run directory (finished or interrupted): config, metrics, finished folds, results; the `Run` has gpurl.report's summary and plots."
+    import gpurl.report     # noqa: F401 (adds Run.summary and the plot methods; imported here, not at the top, to avoid a cycle)
     p = Path(path)
     if not (p / "config.json").is_file():
         raise FileNotFoundError(f"{p} is not a gpurl_train run directory (no config.json): pass the directory given to --out")

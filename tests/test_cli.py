@@ -104,6 +104,12 @@ def test_end_to_end(algo, runner, tmp_path):
     # the one-screen summary
     assert "stitched test folds" in r.stdout and f"report: {Path('runs') / run.name / 'report.md'}" in r.stdout
     assert len(r.stdout.splitlines()) <= 30
+    if runner == "module":       # read back in a fresh process by load_run alone: the summary and the plots are there
+        code = (f"import matplotlib; matplotlib.use('Agg'); from gpurl.run import load_run; r = load_run({str(run)!r}); "
+                "print(r.summary()); r.plot_equity()")
+        back = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=script_env(), capture_output=True, text=True, timeout=300)
+        assert back.returncode == 0, back.stderr[-2000:]
+        assert "stitched test folds" in back.stdout
 
 
 def test_tft_end_to_end(tmp_path):
