@@ -18,11 +18,10 @@ from fastcore.basics import patch
 from .data import FoldSplits
 from .metrics import (sharpe_ratio, sortino_ratio, calmar_ratio, annualized_return, max_drawdown,
                            drawdown_duration, hit_rate, turnover, probabilistic_sharpe_ratio, expected_max_sharpe,
-                           effective_trials, sharpe_interval)
+                           effective_trials, sharpe_interval, accuracy, confusion_matrix, macro_f1_margin)
 from .checkpoint import load_checkpoint
 from .walkforward import FoldResult, WalkForwardResult, backtest_trainer
 from .registry import get_model
-from .supervised import accuracy, confusion_matrix, macro_f1_margin
 from .rundir import RunConfig, RunData, bar_time, load_fold_results, read_jsonl
 
 # %% auto #0

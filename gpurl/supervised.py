@@ -15,16 +15,14 @@ from .config import Config, config_error
 from .hardware import MixedPrecisionConfig, TrainerGlobals, align_to_tensor_cores, capture_graph, cuda_graphs_available
 from .data import Fold, FoldData, FoldSplits, IGNORE_INDEX, build_fold
 from .lob import UP, STATIONARY, DOWN
-from .metrics import optimal_block_length, stationary_bootstrap
+from .metrics import classification_metrics, majority_class, majority_f1, regression_metrics
 from .env import EnvConfig, gather_windows
 from .hardware import HardwareBudget, rng_state, set_rng_state
 from . import hardware, walkforward
 
 # %% auto #0
-__all__ = ['POSITIONS', 'AUTO_BATCH_FRACTION', 'forward_returns', 'return_classes', 'confusion_matrix', 'macro_f1', 'accuracy',
-           'majority_class', 'majority_f1', 'macro_f1_margin', 'classification_metrics', 'regression_metrics',
-           'SupervisedConfig', 'SupervisedModel', 'BarMLP', 'BarMlpConfig', 'SupervisedTrainer', 'eval_rows',
-           'pad_rows', 'PositionPolicy']
+__all__ = ['POSITIONS', 'AUTO_BATCH_FRACTION', 'forward_returns', 'return_classes', 'SupervisedConfig', 'SupervisedModel',
+           'BarMLP', 'BarMlpConfig', 'SupervisedTrainer', 'eval_rows', 'pad_rows', 'PositionPolicy']
 
 # %% ../nbs/12_supervised.ipynb #a3f9c2e3
 def _check_horizons(horizons: Sequence[int]) -> tuple[int, ...]:
@@ -48,78 +46,6 @@ def return_classes(forward: Tensor, threshold: float = 0.0) -> Tensor:
     if not (math.isfinite(threshold) and threshold >= 0): raise ValueError(f"threshold must be finite and >= 0, got {threshold}")
     lab = torch.where(forward > threshold, UP, torch.where(forward < -threshold, DOWN, STATIONARY))
     return torch.where(forward.isnan(), IGNORE_INDEX, lab)
-
-# %% ../nbs/12_supervised.ipynb #0d89d751
-def confusion_matrix(target: Tensor, pred: Tensor, n_classes: int) -> Tensor:
-    "(C, C) counts, rows the true class and columns the predicted one; rows whose target is IGNORE_INDEX are skipped."
-    C = n_classes
-    idx = torch.where(target == IGNORE_INDEX, C * C, target * C + pred)          # skipped rows land in an overflow bin
-    counts = torch.zeros(C * C + 1, dtype=torch.int64, device=target.device).scatter_add_(0, idx, torch.ones_like(idx))
-    return counts[:-1].view(C, C)
-
-def macro_f1(confusion: Tensor) -> Tensor:
-    "Macro-F1 as scikit-learn computes it of a confusion matrix (..., C, C): mean over the classes present in targets or predictions of 2TP / (2TP + FP + FN)."
-    cm = confusion.to(torch.float64)
-    tp = cm.diagonal(dim1=-2, dim2=-1)
-    denom = cm.sum(-2) + cm.sum(-1)                                              # 2TP + FP + FN
-    present = denom > 0
-    return (2 * tp / denom.clamp_min(1)).sum(-1) / present.sum(-1).clamp_min(1)
-
-def accuracy(confusion: Tensor) -> Tensor:
-    "Share of the counted rows predicted right (0 when there are none)."
-    return confusion.diagonal().sum().double() / confusion.sum().clamp_min(1)
-
-def majority_class(train_labels: Tensor, n_classes: int = 3) -> Tensor:
-    "The most common class of `train_labels` (IGNORE_INDEX rows skipped), a device scalar."
-    return confusion_matrix(train_labels, train_labels.clamp_min(0), n_classes).sum(1).argmax()
-
-def majority_f1(train_labels: Tensor, test_labels: Tensor, n_classes: int = 3) -> Tensor:
-    "Macro-F1 on `test_labels` of always predicting the most common class of `train_labels`: the baseline to beat."
-    return macro_f1(confusion_matrix(test_labels, majority_class(train_labels, n_classes).expand_as(test_labels), n_classes))
-
-def macro_f1_margin(targets: Tensor, predictions: Tensor, baseline: Tensor, n_classes: int = 3, *, level: float = 0.95,
-                    n_resamples: int = 2000, mean_block: float | None = None, seed: int = 0) -> dict[str, float]:
-    "Macro-F1 of `predictions` and of `baseline` on `targets` (N,), and the margin's stationary-bootstrap interval over rows."
-    if not (targets.shape == predictions.shape == baseline.shape and targets.ndim == 1):
-        raise ValueError(f"targets, predictions and baseline must be equal (N,) class tensors, got {tuple(targets.shape)}, "
-                         f"{tuple(predictions.shape)}, {tuple(baseline.shape)}")
-    if not 0 < level < 1: raise ValueError(f"level must lie in (0, 1), e.g. 0.95, got {level!r}")
-    y, p, b = (t.to("cpu", torch.int64) for t in (targets, predictions, baseline))
-    C, n = n_classes, len(y)
-    f1 = lambda pred: float(macro_f1(confusion_matrix(y, pred, C)))
-    out = {"f1": f1(p), "baseline_f1": f1(b), "n_rows": n}
-    out["margin"] = out["f1"] - out["baseline_f1"]
-    if n < 16: return {**out, "low": None, "high": None, "block_length": None}
-    hits = ((p == y).double() - (b == y).double())                 # its dependence sets the block length
-    block = optimal_block_length(hits) if mean_block is None else float(mean_block)
-    gen, margins = torch.Generator().manual_seed(seed), []
-    for r in range(0, n_resamples, 100):                           # 100 resamples at a time: memory stays O(100 N)
-        idx = stationary_bootstrap(n, min(100, n_resamples - r), block, generator=gen)
-        cells = torch.arange(len(idx)).unsqueeze(1) * (C * C) + y[idx] * C
-        conf = lambda q: torch.zeros(len(idx) * C * C, dtype=torch.int64).scatter_add_(
-            0, (cells + q[idx]).flatten(), torch.ones(idx.numel(), dtype=torch.int64)).view(-1, C, C)
-        margins.append(macro_f1(conf(p)) - macro_f1(conf(b)))                  # one F1 per resample
-    m = torch.cat(margins)
-    lo, hi = torch.quantile(m, torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=m.dtype)).tolist()
-    return {**out, "low": lo, "high": hi, "block_length": block}
-
-# %% ../nbs/12_supervised.ipynb #e43141b6
-def classification_metrics(target: Tensor, logits: Tensor) -> dict[str, Tensor]:
-    "Macro-F1, accuracy, cross-entropy and the confusion matrix of class logits (B, C) against int64 targets (B,)."
-    cm = confusion_matrix(target, logits.argmax(-1), logits.shape[-1])
-    loss = F.cross_entropy(logits.float(), target, ignore_index=IGNORE_INDEX)
-    return {"f1": macro_f1(cm), "accuracy": accuracy(cm), "loss": loss, "confusion": cm}
-
-def regression_metrics(target: Tensor, forecast: Tensor) -> dict[str, Tensor]:
-    "MSE, information coefficient (Pearson) and directional accuracy over the rows with a finite target."
-    w = target.isfinite().to(torch.float64)
-    y, f = torch.where(target.isfinite(), target, 0).double(), forecast.double()
-    n = w.sum().clamp_min(1)
-    dy, df = (y - (w * y).sum() / n) * w, (f - (w * f).sum() / n) * w
-    sd = (dy.square().sum() * df.square().sum()).sqrt()
-    moved = w * (y != 0)
-    return {"mse": (w * (f - y).square()).sum() / n, "ic": (dy * df).sum() / sd.clamp_min(1e-300) * (sd > 0),
-            "directional_accuracy": (moved * (f.sign() == y.sign())).sum() / moved.sum().clamp_min(1)}
 
 # %% ../nbs/12_supervised.ipynb #dd17ac71
 _TASKS, _PRECISIONS = ("classification", "regression"), ("auto", "fp32", "tf32", "bf16")
