@@ -12,12 +12,13 @@ import pandas as pd
 import torch
 from torch import Tensor
 from .config import Config
+from .metrics import IGNORE_INDEX
 
 # %% auto #0
-__all__ = ['REGIMES', 'OHLCV', 'RETURN_COLUMN', 'CALENDAR_COLUMNS', 'IGNORE_INDEX', 'periods_per_year', 'infer_periods_per_year',
-           'MarketConfig', 'synthetic_market', 'load_ohlcv', 'feature_names', 'make_features', 'bar_log_returns',
-           'FeatureScaler', 'Fold', 'fold_min_rows', 'check_fold_capacity', 'fold_count', 'walk_forward_folds',
-           'bar_usage', 'plot_folds', 'calendar_features', 'FoldData', 'FoldSplits', 'mask_label_edges', 'build_fold']
+__all__ = ['REGIMES', 'OHLCV', 'RETURN_COLUMN', 'CALENDAR_COLUMNS', 'periods_per_year', 'infer_periods_per_year', 'MarketConfig',
+           'synthetic_market', 'load_ohlcv', 'feature_names', 'make_features', 'bar_log_returns', 'FeatureScaler',
+           'Fold', 'fold_min_rows', 'check_fold_capacity', 'fold_count', 'walk_forward_folds', 'bar_usage',
+           'plot_folds', 'calendar_features', 'FoldData', 'FoldSplits', 'mask_label_edges', 'build_fold']
 
 # %% ../nbs/01_data.ipynb #5c41e3b3
 _FREQ_RE = re.compile(r"^\s*(\d*\.?\d*)\s*([A-Za-z]+)(?:-[A-Za-z]+)?\s*$")
@@ -522,8 +523,6 @@ def _check_calendar(calendar: Tensor, T: int) -> None:
                          "use calendar_features(bars.index)")
 
 # %% ../nbs/01_data.ipynb #7b491f97
-IGNORE_INDEX = -100   # a masked class label: torch.nn.functional.cross_entropy's default ignore_index
-
 def _check_labels(labels: Tensor, horizons: tuple, T: int) -> None:
     "ValueError unless `labels` is (T, H) int64 or float with one positive int horizon per column."
     if labels.ndim != 2 or labels.shape[0] != T:

@@ -14,7 +14,8 @@ from torch import Tensor
 from fastcore.basics import patch
 
 from .config import Config, config_error
-from .data import IGNORE_INDEX, FoldData
+from .data import FoldData
+from .metrics import IGNORE_INDEX
 from .dqn import DQNTrainer, DqnTrainerConfig
 from .ppo import PpoTrainer, PpoTrainerConfig
 from .supervised import SupervisedConfig, SupervisedTrainer

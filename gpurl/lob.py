@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 import torch
 from torch import Tensor
-from .data import IGNORE_INDEX, Fold, FoldSplits, build_fold
+from .data import Fold, FoldSplits, build_fold
+from .metrics import IGNORE_INDEX
 
 # %% auto #0
 __all__ = ['UP', 'STATIONARY', 'DOWN', 'FI2010_HORIZONS', 'FI2010_ROWS', 'FI2010_FEATURES', 'lob_labels', 'LobConfig', 'LobData',

@@ -11,11 +11,11 @@ import torch.nn.functional as F
 from torch import Tensor
 
 # %% auto #0
-__all__ = ['sharpe_ratio', 'sortino_ratio', 'drawdown', 'max_drawdown', 'drawdown_duration', 'annualized_return', 'calmar_ratio',
-           'turnover', 'hit_rate', 'probabilistic_sharpe_ratio', 'expected_max_sharpe', 'deflated_sharpe_ratio',
-           'effective_trials', 'optimal_block_length', 'stationary_bootstrap', 'sharpe_interval',
-           'buy_and_hold_returns', 'performance_summary', 'confusion_matrix', 'macro_f1', 'accuracy', 'majority_class',
-           'majority_f1', 'macro_f1_margin', 'classification_metrics', 'regression_metrics']
+__all__ = ['IGNORE_INDEX', 'sharpe_ratio', 'sortino_ratio', 'drawdown', 'max_drawdown', 'drawdown_duration', 'annualized_return',
+           'calmar_ratio', 'turnover', 'hit_rate', 'probabilistic_sharpe_ratio', 'expected_max_sharpe',
+           'deflated_sharpe_ratio', 'effective_trials', 'optimal_block_length', 'stationary_bootstrap',
+           'sharpe_interval', 'buy_and_hold_returns', 'performance_summary', 'confusion_matrix', 'macro_f1', 'accuracy',
+           'majority_class', 'majority_f1', 'macro_f1_margin', 'classification_metrics', 'regression_metrics']
 
 # %% ../nbs/03_metrics.ipynb #93766113
 _EULER_GAMMA = 0.5772156649015329  # Euler–Mascheroni constant (DSR's expected maximum, Bailey & López de Prado 2014)
@@ -231,12 +231,12 @@ def performance_summary(returns: Tensor, positions: Tensor | None = None, period
     return {**dict(zip(m, values)), "n_bars": float(r.shape[-1])}
 
 # %% ../nbs/03_metrics.ipynb #5a2ee78a
-_IGNORE_INDEX = -100   # a masked class, skipped: F.cross_entropy's default ignore_index (gpurl.data.IGNORE_INDEX)
+IGNORE_INDEX = -100   # a masked class label, which the scores skip: F.cross_entropy's default ignore_index
 
 def confusion_matrix(target: Tensor, pred: Tensor, n_classes: int) -> Tensor:
     "(C, C) counts, rows the true class and columns the predicted one; rows whose target is masked (-100) are skipped."
     C = n_classes
-    idx = torch.where(target == _IGNORE_INDEX, C * C, target * C + pred)         # skipped rows land in an overflow bin
+    idx = torch.where(target == IGNORE_INDEX, C * C, target * C + pred)         # skipped rows land in an overflow bin
     counts = torch.zeros(C * C + 1, dtype=torch.int64, device=target.device).scatter_add_(0, idx, torch.ones_like(idx))
     return counts[:-1].view(C, C)
 
@@ -290,7 +290,7 @@ def macro_f1_margin(targets: Tensor, predictions: Tensor, baseline: Tensor, n_cl
 def classification_metrics(target: Tensor, logits: Tensor) -> dict[str, Tensor]:
     "Macro-F1, accuracy, cross-entropy and the confusion matrix of class logits (B, C) against int64 targets (B,)."
     cm = confusion_matrix(target, logits.argmax(-1), logits.shape[-1])
-    loss = F.cross_entropy(logits.float(), target, ignore_index=_IGNORE_INDEX)
+    loss = F.cross_entropy(logits.float(), target, ignore_index=IGNORE_INDEX)
     return {"f1": macro_f1(cm), "accuracy": accuracy(cm), "loss": loss, "confusion": cm}
 
 def regression_metrics(target: Tensor, forecast: Tensor) -> dict[str, Tensor]:

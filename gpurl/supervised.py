@@ -13,9 +13,9 @@ from torch import Tensor, nn
 from fastcore.basics import patch
 from .config import Config, config_error
 from .hardware import MixedPrecisionConfig, TrainerGlobals, align_to_tensor_cores, capture_graph, cuda_graphs_available
-from .data import Fold, FoldData, FoldSplits, IGNORE_INDEX, build_fold
+from .data import Fold, FoldData, FoldSplits, build_fold
 from .lob import UP, STATIONARY, DOWN
-from .metrics import classification_metrics, majority_class, majority_f1, regression_metrics
+from .metrics import IGNORE_INDEX, classification_metrics, majority_class, majority_f1, regression_metrics
 from .env import EnvConfig, gather_windows
 from .hardware import HardwareBudget, rng_state, set_rng_state
 from . import hardware, walkforward

@@ -22,7 +22,8 @@ import torch
 
 from _cli import TINY
 from gpurl.cli import resolve, train
-from gpurl.data import IGNORE_INDEX, calendar_features, load_ohlcv, synthetic_market
+from gpurl.data import calendar_features, load_ohlcv, synthetic_market
+from gpurl.metrics import IGNORE_INDEX
 from gpurl.lob import DOWN, STATIONARY, UP
 from gpurl.run import Run
 from gpurl.walkforward import backtest_trainer
