@@ -18,7 +18,8 @@ from safetensors.torch import save_file
 from tqdm import tqdm
 from .hardware import MixedPrecisionConfig, capture_graph, default_device
 from .timing import PRECISIONS, Bench, Case, Results, SkipCase, time_calls
-from .data import CALENDAR_COLUMNS, FoldData, FoldSplits, build_fold, make_features, synthetic_market, walk_forward_folds
+from .data import CALENDAR_COLUMNS, make_features, synthetic_market
+from .folds import FoldData, FoldSplits, build_fold, walk_forward_folds
 from .lob import lob_fold, lob_labels, synthetic_lob
 from .metrics import (calmar_ratio, deflated_sharpe_ratio, hit_rate, max_drawdown, probabilistic_sharpe_ratio, sharpe_ratio,
                       sortino_ratio, turnover)

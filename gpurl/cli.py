@@ -19,8 +19,8 @@ from tqdm import tqdm
 import gpurl
 from .hardware import default_device, seed_everything
 from .config import json_safe, merge_configs
-from .data import (build_fold, fold_count, fold_min_rows, periods_per_year, infer_periods_per_year,
-                        feature_names, RETURN_COLUMN)
+from .data import periods_per_year, infer_periods_per_year, feature_names, RETURN_COLUMN
+from .folds import build_fold, fold_count, fold_min_rows
 from .metrics import performance_summary
 from .walkforward import DriverConfig, FoldResult, train_walk_forward, backtest_trainer
 from .registry import models, get_model

@@ -14,7 +14,7 @@ from torch import Tensor
 from fastcore.basics import patch
 
 from .config import Config, config_error
-from .data import FoldData
+from .folds import FoldData
 from .metrics import IGNORE_INDEX
 from .dqn import DQNTrainer, DqnTrainerConfig
 from .ppo import PpoTrainer, PpoTrainerConfig

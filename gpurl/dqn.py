@@ -14,7 +14,7 @@ from torch import Tensor
 from .config import Config, config_error
 from .hardware import (align_to_tensor_cores, cuda_graphs_available, capture_compile, capture_graph, TrainerGlobals,
                             rng_state, set_rng_state)
-from .data import FoldData
+from .folds import FoldData
 from .env import EnvConfig, make_observation
 from .replay import ReplayBuffer, PrioritizedReplayBuffer
 from torch import nn

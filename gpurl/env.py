@@ -12,7 +12,7 @@ from torch import Tensor
 from fastcore.basics import patch
 from .hardware import align_to_tensor_cores, capture_graph
 from .config import Config, config_error
-from .data import FoldData
+from .folds import FoldData
 from .metrics import buy_and_hold_returns, performance_summary, drawdown
 try:  # ships with CUDA builds of PyTorch; without it the CUDA step runs the eager kernels
     import triton

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Callable
 import numpy as np
 import torch
-from .data import Fold, FoldData, FoldSplits, FeatureScaler
+from .data import FeatureScaler
+from .folds import Fold, FoldData, FoldSplits
 from .checkpoint import atomic_write
 from .state import read_safetensors_header
 

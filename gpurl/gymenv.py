@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from fastcore.basics import patch
-from .data import FoldData
+from .folds import FoldData
 from .env import EnvConfig, check_fold
 try:  # optional extra `gym` (pip install "gpurl[gym]"): only the single-env adapter needs it
     import gymnasium as _gym

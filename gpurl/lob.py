@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import torch
 from torch import Tensor
-from .data import Fold, FoldSplits, build_fold
+from .folds import Fold, FoldSplits, build_fold
 from .metrics import IGNORE_INDEX
 
 # %% auto #0

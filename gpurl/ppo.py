@@ -19,7 +19,7 @@ from fastcore.basics import patch
 from .config import Config, config_error
 from .hardware import (MixedPrecisionConfig, align_to_tensor_cores, capture_graph, cuda_graphs_available,
                             TrainerGlobals, rng_state, set_rng_state)
-from .data import FoldData
+from .folds import FoldData
 from .env import EnvConfig
 from . import walkforward
 from .walkforward import DriverConfig

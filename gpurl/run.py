@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 from fastcore.basics import patch
 
-from .data import FoldSplits
+from .folds import FoldSplits
 from .metrics import (sharpe_ratio, sortino_ratio, calmar_ratio, annualized_return, max_drawdown,
                            drawdown_duration, hit_rate, turnover, probabilistic_sharpe_ratio, expected_max_sharpe,
                            effective_trials, sharpe_interval, accuracy, confusion_matrix, macro_f1_margin)

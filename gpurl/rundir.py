@@ -17,9 +17,9 @@ from torch import Tensor
 from safetensors.torch import save as _safetensors_bytes, load_file as _safetensors_load
 
 from .config import Config, json_safe
-from .data import (synthetic_market, load_ohlcv, walk_forward_folds, build_fold, periods_per_year,
-                        infer_periods_per_year, fold_count, bar_usage, make_features, bar_log_returns, Fold, FoldSplits,
-                        OHLCV)
+from .data import (synthetic_market, load_ohlcv, periods_per_year, infer_periods_per_year, make_features,
+                        bar_log_returns, OHLCV)
+from .folds import walk_forward_folds, build_fold, fold_count, bar_usage, Fold, FoldSplits
 from .lob import LobData, synthetic_lob, load_fi2010
 from .checkpoint import atomic_write_bytes
 from .walkforward import FoldResult
@@ -186,7 +186,7 @@ class RunConfig(Config):
         return data
 
     def bar_usage(self) -> list[dict]:
-        "What each range of the run's bars is used for, or why it is not (`gpurl.data.bar_usage`; capped: more folds fit)."
+        "What each range of the run's bars is used for, or why it is not (`gpurl.folds.bar_usage`; capped: more folds fit)."
         n = self.data_info["n_bars"]
         fit = fold_count(n, self.train_bars, self.val_bars, self.test_bars, embargo=self.embargo)
         return bar_usage(n, self.fold_list(), capped=fit > self.folds)

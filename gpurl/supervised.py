@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from fastcore.basics import patch
 from .config import Config, config_error
 from .hardware import MixedPrecisionConfig, TrainerGlobals, align_to_tensor_cores, capture_graph, cuda_graphs_available
-from .data import Fold, FoldData, FoldSplits, build_fold
+from .folds import Fold, FoldData, FoldSplits, build_fold
 from .lob import UP, STATIONARY, DOWN
 from .metrics import IGNORE_INDEX, classification_metrics, majority_class, majority_f1, regression_metrics
 from .env import EnvConfig, gather_windows

@@ -15,7 +15,8 @@ from torch import Tensor, nn
 from fastcore.basics import patch
 from .config import config_error
 from .hardware import align_to_tensor_cores, capture_compile, TrainerGlobals
-from .data import Fold, FoldData, FoldSplits, CALENDAR_COLUMNS, build_fold, calendar_features, RETURN_COLUMN
+from .data import CALENDAR_COLUMNS, calendar_features, RETURN_COLUMN
+from .folds import Fold, FoldData, FoldSplits, build_fold
 from .env import EnvConfig, gather_windows
 from .supervised import SupervisedConfig, SupervisedTrainer
 from . import walkforward

@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from .hardware import default_device, rng_state, set_rng_state
 from .config import Config, json_safe
-from .data import FoldData, FoldSplits
+from .folds import FoldData, FoldSplits
 from .metrics import performance_summary, deflated_sharpe_ratio
 from .env import BacktestResult, EnvConfig
 from .metrics import sharpe_ratio, sortino_ratio, max_drawdown, turnover
@@ -560,7 +560,7 @@ def train_walk_forward(trainer_factory: Callable[[FoldData], BacktestableTrainer
         for k, splits in enumerate(it):
             if not isinstance(splits, FoldSplits):
                 raise TypeError(f"fold source {len(results)} gave a {type(splits).__name__}, not a FoldSplits (build it with "
-                                f"gpurl.data.build_fold or save it with gpurl.foldfile.save_fold)")
+                                f"gpurl.folds.build_fold or save it with gpurl.foldfile.save_fold)")
             trainer = trainer_factory(splits.train)                  # the train split only
             if not _priced(trainer):
                 if driver.metric == "sharpe":

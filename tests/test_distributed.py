@@ -20,7 +20,8 @@ import json, os, sys, torch
 import torch.distributed as dist
 torch.set_num_threads(1)
 from gpurl.distributed import init_worker, data_parallel, MultiGpuConfig, NcclGradientSync
-from gpurl.data import synthetic_market, make_features, bar_log_returns, walk_forward_folds, build_fold
+from gpurl.data import synthetic_market, make_features, bar_log_returns
+from gpurl.folds import walk_forward_folds, build_fold
 from gpurl.dqn import DQNTrainer, DqnTrainerConfig
 from gpurl.ppo import PpoTrainer, PpoTrainerConfig
 from gpurl.supervised import SupervisedTrainer, BarMlpConfig
@@ -195,7 +196,8 @@ def test_restart_finishes_with_the_uninterrupted_result(tmp_path):
 
 
 def test_trainers_have_no_hook_by_default():
-    from gpurl.data import synthetic_market, make_features, bar_log_returns, walk_forward_folds, build_fold
+    from gpurl.data import synthetic_market, make_features, bar_log_returns
+    from gpurl.folds import walk_forward_folds, build_fold
     from gpurl.dqn import DQNTrainer, DqnTrainerConfig
     from gpurl.ppo import PpoTrainer, PpoTrainerConfig
     from gpurl.supervised import SupervisedTrainer, BarMlpConfig

@@ -13,7 +13,7 @@ pytest.importorskip("triton")
 CHECK = textwrap.dedent("""
     import torch
     import gpurl.env as E
-    from gpurl.data import FoldData
+    from gpurl.folds import FoldData
     from gpurl.env import TradingEnv
     g = torch.Generator().manual_seed(0)
     def fold(T, F):

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from gpurl.data import bar_log_returns, build_fold, make_features, synthetic_market, walk_forward_folds
+from gpurl.data import bar_log_returns, make_features, synthetic_market
+from gpurl.folds import build_fold, walk_forward_folds
 from gpurl.dqn import DQNTrainer, DqnTrainerConfig
 from gpurl.ppo import PpoTrainer, PpoTrainerConfig
 

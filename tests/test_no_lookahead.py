@@ -1,5 +1,5 @@
 """No look-ahead, end to end, through the path a user runs: bars in a CSV file, `gpurl.cli.train` (what `gpurl_train`
-runs), the run directory read back with `gpurl.run.load_run`, and the folds rebuilt by `gpurl.rundir` / `gpurl.data`.
+runs), the run directory read back with `gpurl.run.load_run`, and the folds rebuilt by `gpurl.rundir` / `gpurl.folds`.
 
 The design rules under test: features are causal and normalised on the training fold only; a trainer never sees test
 bars, and model selection (best checkpoint, early stopping) reads validation bars only; targets never cross a split

@@ -5,7 +5,7 @@ import gc, threading, time
 import pytest
 import torch
 
-from gpurl.data import FoldData
+from gpurl.folds import FoldData
 from gpurl.foldfile import save_fold
 from gpurl.pipeline import EpochPrefetcher, GpuBufferPool, PrefetchError
 

@@ -16,7 +16,8 @@ COMMON = r'''
 import json, time, torch
 import torch.nn.functional as F
 from gpurl.hardware import seed_everything
-from gpurl.data import synthetic_market, make_features, bar_log_returns, walk_forward_folds, build_fold
+from gpurl.data import synthetic_market, make_features, bar_log_returns
+from gpurl.folds import walk_forward_folds, build_fold
 from gpurl.env import make_observation
 from gpurl.metrics import sharpe_ratio
 from gpurl.env import EnvConfig
