@@ -27,3 +27,10 @@ def test_plot_cells_have_stored_images(nb_path):
                if not any("image/png" in o.get("data", {}) for o in c.get("outputs", []))]
     assert not missing, (f"{nb_path.name}: plot cells without a stored image (run python tools/execute_notebooks.py "
                          f"nbs/{nb_path.name}, then nbdev_clean): {missing}")
+
+
+def test_source_links_point_at_their_definitions():
+    "Every stored show_doc [source] link points at the line that defines its name (tools/refresh_source_links.py)."
+    import subprocess, sys
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / "refresh_source_links.py")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
