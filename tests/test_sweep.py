@@ -60,14 +60,18 @@ def test_sweep_end_to_end(tmp_path):
 def test_resume_after_interrupt(tmp_path):
     out, cfg = tmp_path / "sw", tmp_path / "slow.json"
     cfg.write_text(json.dumps(SLOW_TRIAL))
-    p = subprocess.Popen(_cmd(*SHAPE, "--config", cfg, "--trials", "6", "--out", out), cwd=tmp_path, env=script_env(),
+    p = subprocess.Popen(_cmd(*SHAPE, "--config", cfg, "--trials", "6", "--out", out), cwd=tmp_path,
+                         env={**script_env(), "PYTHONFAULTHANDLER": "1"},     # SIGABRT prints every thread's stack
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))   # Ctrl-C even under a background job
     deadline = time.time() + 240
     while _finished_in(out / "study.db") < 2 and p.poll() is None and time.time() < deadline: time.sleep(0.1)
     assert p.poll() is None, "the sweep ended before it could be interrupted: " + p.stderr.read()
     p.send_signal(signal.SIGINT)
-    _, err = p.communicate(timeout=120)
+    try: _, err = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:                                # a hang: where each thread of the sweep waits
+        p.send_signal(signal.SIGABRT)
+        pytest.fail("the sweep did not exit within 120 s of Ctrl-C; its stderr and stacks:\n" + p.communicate(timeout=60)[1][-12000:])
     assert p.returncode == 130, err
     assert f"gpurl_sweep --resume {out}" in err
     url = f"sqlite:///{out / 'study.db'}"
