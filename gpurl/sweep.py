@@ -156,8 +156,10 @@ def trials_done(study) -> int:
 class _Surplus(Exception):
     "A trial begun when N were already under way (workers raced for the last one): recorded failed, never counted."
 
-def objective(trial, flags: dict, base: dict, space: dict, n_trials: int, epochs: int, markets: list[int] | None = None) -> float:
-    "One Optuna trial: settings from the space over `base`, scored by the stitched validation Sharpe (mean over `markets`); pruned on the per-epoch val Sharpe."
+def objective(trial, flags: dict, base: dict, space: dict, n_trials: int, epochs: int, markets: list[int] | None = None,
+              signals: _HeldSignals | None = None) -> float:
+    "One Optuna trial: settings from the space over `base`, scored by the stitched validation Sharpe (mean over `markets`); pruned on the per-epoch val Sharpe. `signals` (the sweep's): Ctrl-C stops the trial's training at once, never one of Optuna's writes."
+    armed, holding = (signals.armed, signals.holding) if signals is not None else (contextlib.nullcontext,) * 2
     ahead = [t for t in trial.study.get_trials(deepcopy=False)
              if t.number < trial.number and (counted(t) or t.state == TrialState.RUNNING)]
     if len(ahead) >= n_trials:
@@ -166,10 +168,12 @@ def objective(trial, flags: dict, base: dict, space: dict, n_trials: int, epochs
     config = merge_configs(base, suggest(trial, space))
     trial.set_user_attr("config", config)                            # the gpurl_train --config this trial ran
     def on_epoch_end(fold: int, epoch: int, m: dict) -> None:        # the driver's hook: the pruner sees every epoch
-        trial.report(m["val_sharpe"], fold * epochs + epoch)
-        if trial.should_prune():
-            raise optuna.TrialPruned(f"fold {fold} epoch {epoch}: val Sharpe {m['val_sharpe']:.2f} below the median of the trials")
-    try: r = validate_markets(flags, config, markets, on_epoch_end)
+        with holding():                                              # Optuna writes the report: a signal waits for it
+            trial.report(m["val_sharpe"], fold * epochs + epoch)
+            prune = trial.should_prune()
+        if prune: raise optuna.TrialPruned(f"fold {fold} epoch {epoch}: val Sharpe {m['val_sharpe']:.2f} below the median of the trials")
+    try:
+        with armed(): r = validate_markets(flags, config, markets, on_epoch_end)
     except UsageError as e:
         trial.set_user_attr("rejected", str(e)); raise
     for k in ("val_bh_sharpe", "epochs", "seconds", "periods_per_year"): trial.set_user_attr(k, r[k])
@@ -184,7 +188,7 @@ def _pruner(epochs: int) -> optuna.pruners.MedianPruner:
     return optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=epochs // 2)
 
 class _HeldSignals:
-    "SIGINT and SIGTERM held back while Optuna writes a trial (ask, tell: never cut in half), raised inside the objective or after."
+    "SIGINT and SIGTERM held back while Optuna reads or writes the study (ask, report, tell: never cut in half), raised inside a trial's training or after."
     def __init__(self): self.got, self.old = [], {}
     def _install(self, raise_now: bool) -> None:
         "Record every SIGINT / SIGTERM (and with `raise_now`, raise it at once); an ignored signal stays ignored."
@@ -200,6 +204,18 @@ class _HeldSignals:
         "Inside the objective: a held signal raises now (the trial fails), a new one at once; both stay recorded, so one a library swallows (raised inside a garbage-collection callback) is raised again by `release`."
         if self.got: self.release()
         self._install(raise_now=True)
+    @contextmanager
+    def armed(self):
+        "A trial's training: a signal held since the last write raises on entry, a new one at once; held again after."
+        self.arm()
+        try: yield
+        finally: self.hold()
+    @contextmanager
+    def holding(self):
+        "An Optuna write inside the training (the per-epoch report): signals held, then raised on leaving."
+        self.hold()
+        try: yield
+        finally: self.arm()
     def release(self) -> None:
         for s, h in self.old.items(): signal.signal(s, h)
         self.old = {}
@@ -229,10 +245,8 @@ def run_sweep_trials(study, flags: dict, base: dict, space: dict, n_trials: int,
                 bar.refresh()
                 if done >= n_trials or (worker and done + running >= n_trials): break
                 if done + running >= n_trials: time.sleep(1.0); continue    # other workers finish the last ones
-                def trial_fn(trial):
-                    held.arm()                                          # an interrupt held since ask: this trial fails
-                    try: return objective(trial, flags, base, space, n_trials, epochs, markets)
-                    finally: held.hold()
+                def trial_fn(trial):                                    # armed for its training only
+                    return objective(trial, flags, base, space, n_trials, epochs, markets, signals=held)
                 study.optimize(trial_fn, n_trials=1, catch=(UsageError, _Surplus))
             finally: held.release()
     finally: bar.close()
