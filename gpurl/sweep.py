@@ -156,37 +156,6 @@ def trials_done(study) -> int:
 class _Surplus(Exception):
     "A trial begun when N were already under way (workers raced for the last one): recorded failed, never counted."
 
-def objective(trial, flags: dict, base: dict, space: dict, n_trials: int, epochs: int, markets: list[int] | None = None,
-              signals: _HeldSignals | None = None) -> float:
-    "One Optuna trial: settings from the space over `base`, scored by the stitched validation Sharpe (mean over `markets`); pruned on the per-epoch val Sharpe. `signals` (the sweep's): Ctrl-C stops the trial's training at once, never one of Optuna's writes."
-    armed, holding = (signals.armed, signals.holding) if signals is not None else (contextlib.nullcontext,) * 2
-    ahead = [t for t in trial.study.get_trials(deepcopy=False)
-             if t.number < trial.number and (counted(t) or t.state == TrialState.RUNNING)]
-    if len(ahead) >= n_trials:
-        trial.set_user_attr("surplus", True); raise _Surplus(f"{n_trials} trials were already under way")
-    trial.set_user_attr("worker", _worker_id())
-    config = merge_configs(base, suggest(trial, space))
-    trial.set_user_attr("config", config)                            # the gpurl_train --config this trial ran
-    def on_epoch_end(fold: int, epoch: int, m: dict) -> None:        # the driver's hook: the pruner sees every epoch
-        with holding():                                              # Optuna writes the report: a signal waits for it
-            trial.report(m["val_sharpe"], fold * epochs + epoch)
-            prune = trial.should_prune()
-        if prune: raise optuna.TrialPruned(f"fold {fold} epoch {epoch}: val Sharpe {m['val_sharpe']:.2f} below the median of the trials")
-    try:
-        with armed(): r = validate_markets(flags, config, markets, on_epoch_end)
-    except UsageError as e:
-        trial.set_user_attr("rejected", str(e)); raise
-    for k in ("val_bh_sharpe", "epochs", "seconds", "periods_per_year"): trial.set_user_attr(k, r[k])
-    if markets is not None: trial.set_user_attr("market_val_sharpe", {str(m): v for m, v in r["market_val_sharpe"].items()})
-    trial.set_user_attr("val_returns", r["val_returns"].tolist())    # for the trials' correlation (the deflation)
-    trial.set_user_attr("val_bars", r["val_bars"])
-    return r["val_sharpe"]
-
-# %% ../nbs/22_sweep.ipynb #1515501f
-def _pruner(epochs: int) -> optuna.pruners.MedianPruner:
-    "The median pruner (Optuna's default rule): after 5 finished trials, from half the first fold's epochs on."
-    return optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=epochs // 2)
-
 class _HeldSignals:
     "SIGINT and SIGTERM held back while Optuna reads or writes the study (ask, report, tell: never cut in half), raised inside a trial's training or after."
     def __init__(self): self.got, self.old = [], {}
@@ -220,6 +189,37 @@ class _HeldSignals:
         for s, h in self.old.items(): signal.signal(s, h)
         self.old = {}
         if self.got: n = self.got[0]; self.got.clear(); raise KeyboardInterrupt(f"signal {n}")
+
+def objective(trial, flags: dict, base: dict, space: dict, n_trials: int, epochs: int, markets: list[int] | None = None,
+              signals: _HeldSignals | None = None) -> float:
+    "One Optuna trial: settings from the space over `base`, scored by the stitched validation Sharpe (mean over `markets`); pruned on the per-epoch val Sharpe. `signals` (the sweep's): Ctrl-C stops the trial's training at once, never one of Optuna's writes."
+    armed, holding = (signals.armed, signals.holding) if signals is not None else (contextlib.nullcontext,) * 2
+    ahead = [t for t in trial.study.get_trials(deepcopy=False)
+             if t.number < trial.number and (counted(t) or t.state == TrialState.RUNNING)]
+    if len(ahead) >= n_trials:
+        trial.set_user_attr("surplus", True); raise _Surplus(f"{n_trials} trials were already under way")
+    trial.set_user_attr("worker", _worker_id())
+    config = merge_configs(base, suggest(trial, space))
+    trial.set_user_attr("config", config)                            # the gpurl_train --config this trial ran
+    def on_epoch_end(fold: int, epoch: int, m: dict) -> None:        # the driver's hook: the pruner sees every epoch
+        with holding():                                              # Optuna writes the report: a signal waits for it
+            trial.report(m["val_sharpe"], fold * epochs + epoch)
+            prune = trial.should_prune()
+        if prune: raise optuna.TrialPruned(f"fold {fold} epoch {epoch}: val Sharpe {m['val_sharpe']:.2f} below the median of the trials")
+    try:
+        with armed(): r = validate_markets(flags, config, markets, on_epoch_end)
+    except UsageError as e:
+        trial.set_user_attr("rejected", str(e)); raise
+    for k in ("val_bh_sharpe", "epochs", "seconds", "periods_per_year"): trial.set_user_attr(k, r[k])
+    if markets is not None: trial.set_user_attr("market_val_sharpe", {str(m): v for m, v in r["market_val_sharpe"].items()})
+    trial.set_user_attr("val_returns", r["val_returns"].tolist())    # for the trials' correlation (the deflation)
+    trial.set_user_attr("val_bars", r["val_bars"])
+    return r["val_sharpe"]
+
+# %% ../nbs/22_sweep.ipynb #1515501f
+def _pruner(epochs: int) -> optuna.pruners.MedianPruner:
+    "The median pruner (Optuna's default rule): after 5 finished trials, from half the first fold's epochs on."
+    return optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=epochs // 2)
 
 def run_sweep_trials(study, flags: dict, base: dict, space: dict, n_trials: int, epochs: int, seed: int = 0,
                      worker: bool = False, progress: bool = True, markets: list[int] | None = None) -> None:
