@@ -13,17 +13,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 from fastcore.basics import patch
-from .hardware import capture_graph, cuda_graphs_available, triton_dot_precision
+from .hardware import capture_graph, cuda_graphs_available
 from .rainbow import NoisyLinear, RainbowNetwork
 from .ppo import ActorCritic
 from .supervised import BarMLP, PositionPolicy
 from .registry import Policy, load_policy
-try:  # ships with CUDA builds of PyTorch; without it CUDA runs every layer as a batched matmul
-    import triton
-    import triton.language as tl
-    from triton.runtime.errors import OutOfResources
-except ImportError:
-    triton = None
+from .fused import FUSED_ACTIVATIONS, FUSED_MAX_WIDTH, FusedRun, fused_available
 
 # %% auto #0
 __all__ = ['IDENTITY', 'RELU', 'TANH', 'STEP_OPS', 'PRECISIONS', 'AGGREGATIONS', 'Step', 'register_steps', 'member_steps',
@@ -179,164 +174,15 @@ def _policy_steps(p: Policy) -> list[Step] | None:
     return member_steps(p.model)
 
 # %% ../nbs/19b_ensemble.ipynb #3b2e74d9
-_FUSED_ACTS = {"identity": 0, "relu": 1, "tanh": 2, "sigmoid": 3}   # activation -> the kernel's ACT code
-_FUSED_MAX_WIDTH = 256         # widths a fused segment holds on chip whole: its register-resident input and its output
-
-if triton is not None:
-    @triton.jit
-    def _act(h, ACT: tl.constexpr):
-        "The activation of code ACT (_FUSED_ACTS) applied elementwise."
-        if ACT == 1: h = tl.maximum(h, 0.0)
-        elif ACT == 2: h = 2.0 * tl.sigmoid(2.0 * h) - 1.0
-        elif ACT == 3: h = tl.sigmoid(h)
-        return h
-
-    @triton.jit
-    def _finish(acc, bo, y, at, ok, k, ro, DO, AO: tl.constexpr):
-        "The last layer's bias and activation on its accumulated sums, stored at y + at."
-        out = _act(acc + tl.load(bo + k * DO + ro, mask=ro < DO, other=0.0)[None, :], AO)
-        tl.store(y + at, out.to(y.dtype.element_ty), mask=ok)
-
-    @triton.jit
-    def _segment_kernel(x, w0, b0, wm, bm, wo, bo, y, parts, tickets, B, D0, DA, DM, DO, CH, s_xk, s_xb,
-                        LAYERS: tl.constexpr, A0: tl.constexpr, AM: tl.constexpr, AO: tl.constexpr,
-                        BM: tl.constexpr, BK: tl.constexpr, AP: tl.constexpr, BN: tl.constexpr, OP: tl.constexpr,
-                        SPLIT: tl.constexpr, PREC: tl.constexpr):
-        "BM rows of member k through 2 or 3 layers, nothing written between them: a = x (2) or act0(x w0 + b0) (3), then out = actO(sum_n actM(a wm[:, n] + bm[n]) wo[n] + bo), split s of SPLIT summing middle units [s CH, (s + 1) CH)."
-        k, i, s = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-        rm = i * BM + tl.arange(0, BM)
-        mm, ra, ro = rm < B, tl.arange(0, AP), tl.arange(0, OP)
-        xk = x + k * s_xk + rm[:, None] * s_xb
-        if LAYERS == 3:                                     # the first layer over the input in chunks of BK columns
-            a = tl.zeros((BM, AP), dtype=tl.float32)
-            for k0 in range(0, D0, BK):
-                rk = k0 + tl.arange(0, BK)
-                xt = tl.load(xk + rk[None, :], mask=mm[:, None] & (rk[None, :] < D0), other=0.0).to(w0.dtype.element_ty)   # x of any float dtype
-                wt = tl.load(w0 + k * D0 * DA + rk[:, None] * DA + ra[None, :], mask=(rk[:, None] < D0) & (ra[None, :] < DA), other=0.0)
-                a = tl.dot(xt, wt, a, input_precision=PREC)
-            a = _act(a + tl.load(b0 + k * DA + ra, mask=ra < DA, other=0.0)[None, :], A0).to(wm.dtype.element_ty)
-        else:
-            a = tl.load(xk + ra[None, :], mask=mm[:, None] & (ra[None, :] < DA), other=0.0).to(wm.dtype.element_ty)
-        acc = tl.zeros((BM, OP), dtype=tl.float32)
-        for n0 in range(s * CH, tl.minimum(s * CH + CH, DM), BN):   # this split's middle units, BN at a time, folded into the last
-            rn = n0 + tl.arange(0, BN)
-            w = tl.load(wm + k * DA * DM + ra[:, None] * DM + rn[None, :], mask=(ra[:, None] < DA) & (rn[None, :] < DM), other=0.0)
-            h = tl.dot(a, w, input_precision=PREC) + tl.load(bm + k * DM + rn, mask=rn < DM, other=0.0)[None, :]
-            h = _act(h, AM).to(wo.dtype.element_ty)
-            w = tl.load(wo + k * DM * DO + rn[:, None] * DO + ro[None, :], mask=(rn[:, None] < DM) & (ro[None, :] < DO), other=0.0)
-            acc = tl.dot(h, w, acc, input_precision=PREC)
-        at, ok = (k * B + rm[:, None]) * DO + ro[None, :], mm[:, None] & (ro[None, :] < DO)
-        if SPLIT == 1: _finish(acc, bo, y, at, ok, k, ro, DO, AO)
-        else:       # each split stores its partial sums; the last of the row block's splits to arrive adds them in order
-            per_split = tl.num_programs(0) * B * DO
-            tl.store(parts + s * per_split + at, acc, mask=ok)
-            ticket = tickets + k * tl.num_programs(1) + i
-            if tl.atomic_add(ticket, 1, sem="acq_rel") == SPLIT - 1:
-                acc = tl.zeros((BM, OP), dtype=tl.float32)
-                for j in range(SPLIT): acc += tl.load(parts + j * per_split + at, mask=ok, other=0.0, cache_modifier=".cg")
-                tl.atomic_xchg(ticket, 0)                   # ready for the next call
-                _finish(acc, bo, y, at, ok, k, ro, DO, AO)
-
-    @triton.jit
-    def _transposed_segment_kernel(x, w0, b0, wm, bm, wo, bo, y, B, D0, DA, DM, DO, s_xk, s_xb,
-                                   A0: tl.constexpr, AM: tl.constexpr, AO: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr,
-                                   AP: tl.constexpr, BN: tl.constexpr, OP: tl.constexpr, PREC: tl.constexpr):
-        "_segment_kernel's three layers, unsplit, on transposed tiles: a^T = act0(w0^T x^T + b0) is the middle dots' second operand, h^T = actM(wm^T a^T + bm) BN units at a time, out = actO(sum_n h wo + bo)."
-        k, i = tl.program_id(0), tl.program_id(1)
-        rm = i * BM + tl.arange(0, BM)
-        mm, ra, ro = rm < B, tl.arange(0, AP), tl.arange(0, OP)
-        at = tl.zeros((AP, BM), dtype=tl.float32)
-        for k0 in range(0, D0, BK):
-            rk = k0 + tl.arange(0, BK)
-            xt = tl.load(x + k * s_xk + rm[None, :] * s_xb + rk[:, None], mask=mm[None, :] & (rk[:, None] < D0), other=0.0).to(w0.dtype.element_ty)
-            wt = tl.load(w0 + k * D0 * DA + rk[None, :] * DA + ra[:, None], mask=(rk[None, :] < D0) & (ra[:, None] < DA), other=0.0)
-            at = tl.dot(wt, xt, at, input_precision=PREC)
-        at = _act(at + tl.load(b0 + k * DA + ra, mask=ra < DA, other=0.0)[:, None], A0).to(wm.dtype.element_ty)
-        acc = tl.zeros((BM, OP), dtype=tl.float32)
-        for n0 in range(0, DM, BN):
-            rn = n0 + tl.arange(0, BN)
-            w = tl.load(wm + k * DA * DM + ra[None, :] * DM + rn[:, None], mask=(ra[None, :] < DA) & (rn[:, None] < DM), other=0.0)
-            ht = tl.dot(w, at, input_precision=PREC) + tl.load(bm + k * DM + rn, mask=rn < DM, other=0.0)[:, None]
-            ht = _act(ht, AM).to(wo.dtype.element_ty)
-            w = tl.load(wo + k * DM * DO + rn[:, None] * DO + ro[None, :], mask=(rn[:, None] < DM) & (ro[None, :] < DO), other=0.0)
-            acc = tl.dot(tl.trans(ht), w, acc, input_precision=PREC)
-        _finish(acc, bo, y, (k * B + rm[:, None]) * DO + ro[None, :], mm[:, None] & (ro[None, :] < DO), k, ro, DO, AO)
-
-_WAVE = 128        # programs that about fill an H200 (132 multiprocessors): below it a call splits the middle layer
-
-def _dot_label(dtype: torch.dtype) -> str:
-    "How the kernel's dots multiply inputs of dtype under the TF32 switch: 'bf16', 'tf32' or 'ieee' (float32 on the CUDA cores)."
-    return "bf16" if dtype == torch.bfloat16 else triton_dot_precision(dtype, exact="ieee")
-
-def _kernel_config(k: int, n: int, dm: int, dots: str, layers: int = 3) -> dict:
-    "Rows per program, middle units per chunk, warps and stages for k members, n rows, `dots` (_dot_label) and a run of `layers`, the best of a sweep on an H200; then the middle layer's splits, doubled while the programs stay under a wave. TF32 runs of three over a wave of row blocks take the transposed kernel."
-    wave64 = k * triton.cdiv(n, 64) >= _WAVE
-    if dots == "tf32" and layers == 3 and k * triton.cdiv(n, 128) >= _WAVE:     # a wave of row blocks: never split
-        cfg = dict(BM=128, BN=32, num_warps=8, num_stages=1, transposed=True)
-    elif n <= 16: cfg = dict(BM=16, BN=16 if dots == "tf32" else 32, num_warps=4, num_stages=2)
-    elif n <= 1024 and dots == "ieee" and wave64: cfg = dict(BM=64, BN=64, num_warps=8, num_stages=1)
-    elif n <= 1024: cfg = dict(BM=64 if dots == "bf16" and wave64 else 32, BN=64, num_warps=8 if dots == "ieee" else 4, num_stages=2)
-    elif dots == "bf16": cfg = dict(BM=128, BN=64, num_warps=8, num_stages=3)
-    else: cfg = dict(BM=128, BN=32, num_warps=8, num_stages=2)
-    programs, split = k * triton.cdiv(n, cfg["BM"]), 1
-    while split < 8 and 2 * split * cfg["BN"] <= dm and 2 * split * programs <= _WAVE: split *= 2
-    return dict(cfg, SPLIT=split)
-
-class _FusedRun:
-    "A run of 2 or 3 stacked linear layers, each W.T (K, in, out) and bias (K, out), as one Triton launch: inputs of any float dtype, outputs of `out_dtype` (default: the weights')."
-    def __init__(self, acts: tuple, layers: tuple[Tensor, ...], out_dtype: torch.dtype | None = None):
-        self.acts, self.layers, self.out_dtype = acts, layers, out_dtype or layers[0].dtype
-        self.scratch: dict[tuple, tuple[Tensor, Tensor]] = {}     # (rows, BM, SPLIT) -> split partials, arrival counters
-        self.configs: dict[tuple, dict] = {}                      # (rows, dots) -> the config that launched
-
-    def __call__(self, h: Tensor) -> Tensor:
-        dots = _dot_label(self.layers[0].dtype)
-        key = (h.shape[1], dots)
-        cfg = self.configs.get(key) or _kernel_config(h.shape[0], h.shape[1], self.layers[-2].shape[1], dots, len(self.acts))
-        while True:
-            try: y = self.launch(h, **cfg, precision="tf32" if dots == "bf16" else dots)
-            except OutOfResources:      # wide outputs on large row blocks: halve the rows, then drop the pipelining
-                if cfg["BM"] == 16 and cfg["num_stages"] == 1: raise
-                cfg = dict(cfg, BM=max(16, cfg["BM"] // 2)) if cfg["BM"] > 16 else dict(cfg, num_stages=1)
-                continue
-            self.configs[key] = cfg
-            return y
-
-    def launch(self, h: Tensor, *, BM: int, BN: int, SPLIT: int, num_warps: int, num_stages: int, precision: str,
-               transposed: bool = False) -> Tensor:
-        "(K, N, in) -> (K, N, out) in one launch of the given config, the dots at `precision` ('tf32', 'tf32x3' or 'ieee'); `transposed`: a run of three, unsplit, on _transposed_segment_kernel."
-        if h.stride(-1) != 1: h = h.contiguous()
-        K, N, D0 = h.shape
-        w, b = self.layers[0::2], self.layers[1::2]
-        DA, DM, DO = (w[0].shape[2], w[1].shape[2], w[2].shape[2]) if len(w) == 3 else (D0, w[0].shape[2], w[1].shape[2])
-        y, p2 = h.new_empty(K, N, DO, dtype=self.out_dtype), lambda n: max(16, triton.next_power_of_2(n))
-        codes, m_blocks = [_FUSED_ACTS[a[0]] for a in self.acts], triton.cdiv(N, BM)
-        if transposed:
-            if len(w) != 3 or SPLIT != 1: raise ValueError(f"the transposed kernel runs three layers unsplit, got {len(w)} layers and SPLIT={SPLIT}")
-            _transposed_segment_kernel[(K, m_blocks)](
-                h, w[0], b[0], w[1], b[1], w[2], b[2], y, N, D0, DA, DM, DO, h.stride(0), h.stride(1), A0=codes[0], AM=codes[1],
-                AO=codes[2], BM=BM, BK=min(32, p2(D0)), AP=p2(DA), BN=BN, OP=p2(DO), PREC=precision, num_warps=num_warps, num_stages=num_stages)
-            return y
-        chunk = triton.cdiv(triton.cdiv(DM, SPLIT), BN) * BN
-        key = (N, BM, SPLIT)
-        if key not in self.scratch:     # kept: a captured graph replays on them, and the kernel leaves the counters at 0
-            self.scratch[key] = (h.new_empty((SPLIT, K, N, DO) if SPLIT > 1 else (1,), dtype=torch.float32),
-                                 torch.zeros(K * m_blocks, dtype=torch.int32, device=h.device))
-        parts, tickets = self.scratch[key]
-        _segment_kernel[(K, m_blocks, SPLIT)](
-            h, w[0], b[0], w[-2], b[-2], w[-1], b[-1], y, parts, tickets, N, D0, DA, DM, DO, chunk, h.stride(0), h.stride(1),
-            LAYERS=len(w), A0=codes[0], AM=codes[-2], AO=codes[-1], BM=BM, BK=min(32, p2(D0)), AP=p2(DA), BN=BN, OP=p2(DO),
-            SPLIT=SPLIT, PREC=precision, num_warps=num_warps, num_stages=num_stages)
-        return y
-
 def _fusable_run(steps: Sequence[Step], i: int) -> int:
     "How many steps from `steps[i]` on one fused kernel runs: 3 or 2 linear layers whose whole widths fit on chip, else 1 (batched)."
     for n in (3, 2):
         run = steps[i:i + n]
-        if len(run) < n or any(s.op != "linear" or s.args[0][0] not in _FUSED_ACTS for s in run): continue
+        if len(run) < n or any(s.op != "linear" or s.args[0][0] not in FUSED_ACTIVATIONS for s in run): continue
         (out0, in0), out_last = run[0].tensors[0].shape, run[-1].tensors[0].shape[0]
-        if max(out0 if n == 3 else in0, out_last) <= _FUSED_MAX_WIDTH: return n
+        if max(out0 if n == 3 else in0, out_last) <= FUSED_MAX_WIDTH: return n
     return 1
+
 
 # %% ../nbs/19b_ensemble.ipynb #96bab94b
 class _Stacked:
@@ -355,14 +201,14 @@ class _Stacked:
             if n == 1: self.steps.append((STEP_OPS[steps[i].op], steps[i].args, stack(i)))
             else:                                        # the last run writes float32, the runner's output dtype
                 out = torch.float32 if i + n == len(steps) else dtype
-                self.steps.append((_FusedRun(tuple(s.args[0] for s in steps[i:i + n]),
+                self.steps.append((FusedRun(tuple(s.args[0] for s in steps[i:i + n]),
                                              tuple(t for j in range(i, i + n) for t in fused_layer(j)), out), (), ()))
             i += n
         self.dtype = dtype
 
     def __call__(self, x: Tensor) -> Tensor:
         "(K, B, ...) for x (B, in) of any float dtype: a fused first run casts x as it loads it, a batched one is given x cast."
-        if not isinstance(self.steps[0][0], _FusedRun): x = x.to(self.dtype)
+        if not isinstance(self.steps[0][0], FusedRun): x = x.to(self.dtype)
         h = x.expand(self.k, *x.shape)                   # one input read by every member: a stride-0 view, no copy
         for fn, args, ts in self.steps: h = fn(h, *args, *ts)
         return h
@@ -409,7 +255,7 @@ class EnsembleRunner:
         if precision not in PRECISIONS: raise ValueError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
         self.precision, self.dtype, self.n_members = precision, PRECISIONS[precision], len(models)
         self.device = torch.device(device) if device is not None else _device_of(models[0])
-        can_fuse = self.device.type == "cuda" and triton is not None
+        can_fuse = fused_available(self.device)
         if fused and not can_fuse:
             why = "Triton is not installed" if self.device.type == "cuda" else f"the device is {self.device}"
             raise ValueError(f"fused=True runs Triton kernels on CUDA, but {why}: leave fused=None (fused where it can be) "

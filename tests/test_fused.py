@@ -1,4 +1,4 @@
-"""gpurl.ensemble's fused-layer CUDA kernel runs on the CPU through Triton's interpreter (TRITON_INTERPRET=1, in a
+"""gpurl.fused's CUDA kernel (the fused stacked layers of gpurl.ensemble) runs on the CPU through Triton's interpreter (TRITON_INTERPRET=1, in a
 subprocess: the switch must be set before Triton is imported), against the batched path it replaces: runs of three and
 two layers, widths that are not powers of two, every fused activation, a chain cut into two runs, batches that leave
 the last program part empty, one input shared by every member (a stride-0 view), a float64 input cast in the kernel,
@@ -14,6 +14,7 @@ CHECK = textwrap.dedent("""
     import torch
     from torch import nn
     import gpurl.ensemble as E
+    from gpurl.fused import FusedRun
     torch.manual_seed(0)
     def mlp(widths, acts):
         layers = []
@@ -27,7 +28,7 @@ CHECK = textwrap.dedent("""
         plans = [E.member_steps(mlp(widths, acts)) for _ in range(3)]
         batched = E._Stacked(plans, torch.float32, torch.device("cpu"))
         fused = E._Stacked(plans, torch.float32, torch.device("cpu"), fused=True)
-        assert [str(len(run.acts)) for run, *_ in fused.steps] == runs and all(isinstance(r, E._FusedRun) for r, *_ in fused.steps)
+        assert [str(len(run.acts)) for run, *_ in fused.steps] == runs and all(isinstance(r, FusedRun) for r, *_ in fused.steps)
         x = torch.randn(B, widths[0])
         want, got = batched(x), fused(x)
         assert got.shape == want.shape == (3, B, widths[-1]) and got.dtype == torch.float32
