@@ -35,7 +35,8 @@ from .ppo import PpoTrainer, PpoTrainerConfig
 from .registry import get_model
 from .rundir import RunData
 from .distributed import Worker, data_parallel
-from .cli import UsageError, run_console
+from .cli import run_console
+from .resolve import UsageError
 
 # %% auto #0
 __all__ = ['CASES', 'HEADS', 'SEQUENCE_MODELS', 'WIDTH_SWEEPS', 'PEERS', 'case', 'run', 'synthetic_splits', 'NaiveBatchedEnv',

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 from fastcore.script import call_parse
 from .timing import Record, Results, figure_text, in_unit, measured_on, shape_text
-from .cli import UsageError, run_console
+from .cli import run_console
+from .resolve import UsageError
 
 # %% auto #0
 __all__ = ['H200', 'FLOORS', 'SEED_MAP', 'load_records', 'Peaks', 'kernel_count', 'in_graph', 'launch_floor', 'env_step_floor',

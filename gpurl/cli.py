@@ -4,252 +4,35 @@
 
 # %% ../nbs/21_cli.ipynb #f71bd039
 from __future__ import annotations
-import dataclasses, datetime, json, math, os, shlex, signal, sys, tempfile, time
+import datetime, json, os, shlex, signal, sys, tempfile, time
 from functools import partial
 from typing import Callable
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import torch
 from torch import Tensor
 from fastcore.script import call_parse, is_cli
 from tqdm import tqdm
 
-import gpurl
 from .hardware import default_device, seed_everything
-from .config import json_safe, merge_configs
-from .data import periods_per_year, infer_periods_per_year, feature_names, RETURN_COLUMN
-from .folds import build_fold, fold_count, fold_min_rows
+from .config import json_safe
+from .data import feature_names, RETURN_COLUMN
+from .folds import build_fold
 from .metrics import performance_summary
-from .walkforward import DriverConfig, FoldResult, train_walk_forward, backtest_trainer
-from .registry import models, get_model
-from .rundir import (DEFAULT_DATA, RunConfig, RunData, load_data, load_fold_results, save_fold_result, run_folds,
-                          synthetic_settings,
-                          write_json)
+from .walkforward import DriverConfig, FoldResult, train_walk_forward
+from .registry import get_model
+from .rundir import RunConfig, RunData, load_fold_results, save_fold_result, write_json
 from .run import Run, load_run
 from .report import write_report
 from .resume import ResumePoint, last_state_epochs, remove_orphans, resume_point, set_aside, truncate_metrics
 from .runensemble import ENSEMBLE_FILE, EnsembleRun, member_dir, member_seeds, write_ensemble
 from .distributed import (MultiGpuConfig, Worker, WorkerFailure, data_parallel, discard_checkpoint, init_worker,
                                launch, rank_config, restart_count, torchrun_command, torchrun_worker)
+from .resolve import (UsageError, check_arg, flag_name, is_flag_type, parse_gpu_ids, probe_trainer, read_config_json,
+                           resolve, resolve_device)
 
 # %% auto #0
-__all__ = ['DEFAULTS', 'SYNTHETIC_FOLDS', 'LOB_DEFAULTS', 'UsageError', 'resolve', 'train', 'run_console', 'gpurl_train']
-
-# %% ../nbs/21_cli.ipynb #b308a0a8
-DEFAULTS = dict(algo="dqn", data="synthetic", folds=10, train_bars=1000, val_bars=300, test_bars=400, embargo=0,
-                cost_bps=1.0, epochs=20, seed=0)
-SYNTHETIC_FOLDS = 3     # without --folds the synthetic market holds three folds: a bare gpurl_train stays under a minute on a CPU
-LOB_DEFAULTS = dict(train_bars=10_000, val_bars=2_500, test_bars=2_500)   # order-book runs: rows are events
-
-
-class UsageError(ValueError):
-    "Bad user input for gpurl_train: the message says what to change (the console script prints it, exit code 2)."
-
-# %% ../nbs/21_cli.ipynb #27008bda
-def _flag(name: str) -> str: return f"--{name}"
-
-def _is(value, tp) -> bool:
-    "isinstance for the flag types: int (not bool), float (any real number, not bool), str, None."
-    if value is None: return tp is None
-    if isinstance(value, bool): return False
-    return {int: isinstance(value, (int, np.integer)), float: isinstance(value, (int, float, np.integer, np.floating)),
-            str: isinstance(value, str)}.get(tp, False)
-
-def _check_arg(name: str, value, tp, lo=None, what: str | None = None) -> None:
-    "UsageError naming the flag (or `what`) unless `value` has type `tp` (or is None when allowed) and is >= lo."
-    label = what or _flag(name)
-    types_ = tp if isinstance(tp, tuple) else (tp,)
-    if not any(_is(value, t) for t in types_):
-        names = " or ".join("None" if t is None else t.__name__ for t in types_)
-        raise UsageError(f"{label} must be {names}, got {value!r} ({type(value).__name__})")
-    if lo is not None and value is not None and not value >= lo:
-        raise UsageError(f"{label} must be >= {lo}, got {value}")
-
-def _parse_gpu_ids(gpu_ids) -> list[int]:
-    "'0,1' / '0 1' / [0, 1] -> [0, 1] (validated: integers, no repeats)."
-    if gpu_ids is None or gpu_ids == "": return []
-    items = gpu_ids.replace(",", " ").split() if isinstance(gpu_ids, str) else list(gpu_ids)
-    try: ids = [int(i) for i in items if not isinstance(i, bool) and float(i) == int(i)]
-    except (TypeError, ValueError): ids = []
-    if len(ids) != len(items) or min(ids, default=0) < 0:
-        raise UsageError(f"--gpu_ids must list CUDA device numbers such as 0 or 0,1, got {gpu_ids!r}")
-    if len(set(ids)) != len(ids): raise UsageError(f"--gpu_ids lists a device twice: {gpu_ids!r}")
-    return ids
-
-def _resolve_device(device, gpu_ids) -> tuple[torch.device, list[int]]:
-    "The torch device to train on and the checked --gpu_ids (several: train() starts a torchrun worker per GPU)."
-    ids = _parse_gpu_ids(gpu_ids)
-    if device is None: dev = torch.device("cuda", ids[0]) if ids else default_device()
-    else:
-        try: dev = torch.device(device)
-        except (RuntimeError, TypeError): raise UsageError(f"--device {device!r} is not a device: use cpu, cuda or cuda:N") from None
-    if dev.type not in ("cpu", "cuda"): raise UsageError(f"--device {device!r}: gpurl trains on cpu or cuda, use one of those")
-    if dev.type == "cuda" or ids:
-        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if n == 0: raise UsageError(f"--device {device or 'cuda'} / --gpu_ids: CUDA is not available on this machine "
-                                    f"(torch {torch.__version__}); use --device cpu")
-        bad = [i for i in ids + [dev.index or 0] if i >= n]
-        if bad: raise UsageError(f"CUDA device {bad[0]} does not exist: this machine has {n} GPU(s), numbered 0..{n - 1}")
-        if dev.type != "cuda": raise UsageError("--gpu_ids needs a CUDA device: drop --device cpu or drop --gpu_ids")
-        if ids and dev.index is not None and dev.index != ids[0]:
-            raise UsageError(f"--device {device} and --gpu_ids {gpu_ids} disagree: the first of --gpu_ids is the device")
-        if dev.index is None: dev = torch.device("cuda", ids[0] if ids else torch.cuda.current_device())
-    return dev, ids
-
-# %% ../nbs/21_cli.ipynb #d0507134
-def _read_config_json(config) -> dict:
-    "--config: a JSON file (or, from Python, a dict) of trainer-config overrides plus optional 'driver' / 'synthetic' sections."
-    if config is None: return {}
-    if isinstance(config, dict): d, where = dict(config), "config"
-    else:
-        if not isinstance(config, (str, os.PathLike)): raise UsageError(f"--config must be a path to a JSON file, got {config!r}")
-        p, where = Path(config), f"--config {config}"
-        if not p.is_file(): raise UsageError(f"{where}: no such file; pass a JSON file of trainer settings, e.g. {{\"cost_bps\": 2.0}}")
-        try: d = json.loads(p.read_text())
-        except json.JSONDecodeError as e: raise UsageError(f"{where}: not valid JSON ({e}); fix the file") from None
-        except UnicodeDecodeError: raise UsageError(f"{where}: not a text file; pass a JSON file") from None
-    if not isinstance(d, dict):
-        raise UsageError(f"{where}: the JSON must be an object of trainer settings such as {{\"cost_bps\": 2.0}}, got {type(d).__name__}")
-    for k in ("driver", "synthetic", "distributed"):
-        if k in d and not isinstance(d[k], dict):
-            raise UsageError(f"{where}: the {k!r} section must be a JSON object, got {d[k]!r}")
-    return d
-
-def _synthetic_spec(kind: str, overrides: dict, where: str) -> dict:
-    "The synthetic data's settings (the market's or the book's, updated by the --config 'synthetic' section), checked."
-    base = synthetic_settings(kind)
-    unknown = sorted(set(overrides) - set(base))
-    if unknown: raise UsageError(f"{where}: unknown 'synthetic' key(s) {unknown}; valid keys: {sorted(base)}")
-    s = {**base, **overrides}
-    if kind == "lob":
-        for k, tp, lo in (("n_events", (int, None), 2), ("seed", int, 0), ("levels", int, 1)):
-            _check_arg(k, s[k], tp, lo, what=f"{where}: synthetic.{k}")
-        return s
-    for k, tp, lo in (("n_bars", (int, None), 2), ("ar1", float, None), ("seed", int, 0), ("freq", str, None)):
-        _check_arg(k, s[k], tp, lo, what=f"{where}: synthetic.{k}")
-    if not -1 < s["ar1"] < 1: raise UsageError(f"{where}: synthetic.ar1 must lie in (-1, 1), got {s['ar1']}")
-    try: periods_per_year(s["freq"])
-    except (ValueError, TypeError) as e: raise UsageError(f"{where}: synthetic.freq: {e}") from None
-    return s
-
-# %% ../nbs/21_cli.ipynb #95c81c56
-def _trainer_config(algo: str, overrides: dict, soft: dict, hard: dict, where: str):
-    "Trainer defaults < the model's quickstart < `soft` < --config JSON < `hard` (flags given); errors from the config's own from_dict."
-    spec = get_model(algo)
-    cfg_cls = spec.config
-    fields = {f.name for f in dataclasses.fields(cfg_cls)}
-    def given(d: dict) -> dict:                       # None (a flag not given) dropped at any depth
-        out = {k: given(v) if isinstance(v, dict) else v for k, v in d.items() if v is not None}
-        return {k: v for k, v in out.items() if v != {}}
-    pick = lambda d: {k: v for k, v in given(d).items() if k in fields}   # the config's own keys
-    try: return cfg_cls.from_dict(merge_configs(spec.quickstart, pick(soft), overrides, pick(hard)))
-    except (ValueError, TypeError) as e: raise UsageError(f"{where}: {e}".replace("\n", " ")) from None
-
-# %% ../nbs/21_cli.ipynb #e24db3a2
-def _check_data_kind(algo: str, kind: str, data: str) -> None:
-    "A UsageError when --data holds the other kind of rows than --algo trains on (bars vs order-book events)."
-    book = data == "synthetic_lob" or (data != "synthetic" and Path(data).suffix.lower() not in (".csv", ".parquet", ".pq"))
-    listed = lambda on: ", ".join(k for k, v in sorted(models().items()) if v.data == on) or "none listed"
-    if kind == "lob" and (data == "synthetic" or not book):
-        raise UsageError(f"--algo {algo} trains on order-book snapshots, and --data {data} is OHLCV bars: use --data "
-                         f"synthetic_lob or an FI-2010 text file, or a bar model ({listed('bars')})")
-    if kind == "bars" and data == "synthetic_lob":
-        twin = f"{algo}lob" if getattr(models().get(f"{algo}lob"), "data", None) == "lob" else None   # mlp -> mlplob
-        raise UsageError(f"--algo {algo} trains on OHLCV bars, and synthetic_lob is an order book: "
-                         + (f"use --algo {twin}, its order-book twin, or --data synthetic or a CSV/parquet of bars" if twin else
-                            f"use --data synthetic or a CSV/parquet of bars, or an order-book model ({listed('lob')})"))
-
-# %% ../nbs/21_cli.ipynb #ce352847
-_RUN_FLAGS = ("algo", "data", "folds", "train_bars", "val_bars", "test_bars", "embargo", "cost_bps", "epochs", "seed")
-
-def _seen_periods_per_year(info: dict, seen: np.ndarray) -> dict:
-    "A bars file's description with its bars per year counted only from `seen`, the times (ns) before the first test bar."
-    ppy, how = infer_periods_per_year(pd.DatetimeIndex(seen))
-    return {**info, "periods_per_year": ppy,
-            "periods_per_year_how": f"counted from the timestamps of the {len(seen):,} bars before the first test bar: {how}"}
-
-def _resolve(algo=None, data=None, config=None, folds=None, train_bars=None, val_bars=None, test_bars=None,
-             embargo=None, cost_bps=None, epochs=None, seed=None, device=None, gpu_ids=None, date_col=None
-             ) -> tuple[RunConfig, RunData]:
-    "Check every input and resolve it into a RunConfig (and the run's rows); raises UsageError, writes nothing."
-    given = dict(algo=algo, data=data, folds=folds, train_bars=train_bars, val_bars=val_bars, test_bars=test_bars,
-                 embargo=embargo, cost_bps=cost_bps, epochs=epochs, seed=seed)
-    if isinstance(data, os.PathLike): given["data"] = os.fspath(data)
-    algo_name = DEFAULTS["algo"] if algo is None else algo
-    _check_arg("algo", algo_name, str)
-    if algo_name not in models(): raise UsageError(f"--algo {algo_name!r} is not an algorithm: use one of {', '.join(sorted(models()))}")
-    kind = get_model(algo_name).data
-    defaults = {**DEFAULTS, "data": DEFAULT_DATA[kind], **(LOB_DEFAULTS if kind == "lob" else {})}
-    a = {k: defaults[k] if v is None else v for k, v in given.items()}
-    _check_arg("data", a["data"], str)
-    _check_data_kind(a["algo"], kind, a["data"])
-    _check_arg("date_col", date_col, (str, None))
-    if date_col is not None and (kind == "lob" or a["data"] == "synthetic"):
-        raise UsageError(f"--date_col names a column of a bars file: drop it with --data {a['data']}")
-    for k, lo in (("folds", 1), ("train_bars", 2), ("val_bars", 2), ("test_bars", 2), ("embargo", 0), ("epochs", 1), ("seed", 0)):
-        _check_arg(k, a[k], int, lo)
-    _check_arg("cost_bps", a["cost_bps"], float, 0.0)
-    if not math.isfinite(a["cost_bps"]): raise UsageError(f"--cost_bps must be a finite number of basis points, got {a['cost_bps']}")
-    a["cost_bps"], cost_bps = float(a["cost_bps"]), None if cost_bps is None else float(cost_bps)
-    dev, ids = _resolve_device(device, gpu_ids)
-    user = _read_config_json(config)
-    where = f"--config {config}" if isinstance(config, (str, os.PathLike)) else "config"
-    driver_over, synth_over = user.pop("driver", {}), user.pop("synthetic", {})
-    user.pop("distributed", None)                 # torchrun workers read it (_distributed_settings)
-    scored = {"metric": "f1"} if kind == "lob" else {}              # events are not priced: epochs are picked on val F1
-    try: driver = DriverConfig.from_dict({"epochs": a["epochs"], **scored, **driver_over, **({} if epochs is None else {"epochs": epochs})})
-    except (ValueError, TypeError) as e: raise UsageError(f"{where}: 'driver' section: {e}") from None
-    a["epochs"] = driver.epochs
-    synth = _synthetic_spec(kind, synth_over, where)
-    tr, va, te, em = (a[k] for k in ("train_bars", "val_bars", "test_bars", "embargo"))
-    sized = fold_min_rows(tr, va, te, embargo=em, n_folds=SYNTHETIC_FOLDS if folds is None else a["folds"])
-    try: rows, info = load_data(a["data"], kind, synth, sized, date_col)    # synthetic data: exactly the rows of its folds
-    except ValueError as e: raise UsageError(str(e)) from None
-    n, unit = len(rows.features), "bars" if kind == "bars" else "events"
-    fit, one = fold_count(n, tr, va, te, embargo=em), tr + va + te + 2 * em
-    if fit == 0:
-        raise UsageError(f"{n} {unit} cannot hold one walk-forward fold: a fold needs --train_bars {tr} + --val_bars {va} "
-                         f"+ --test_bars {te} + 2 x --embargo {em} = {one} {unit}, {one - n} more than there are; load "
-                         "a longer history or lower --train_bars, --val_bars, --test_bars or --embargo")
-    a["folds"] = min(a["folds"], fit)                             # --folds caps them: the most recent that fit
-    if kind == "bars" and info["source"] != "synthetic":             # no trainer sees a test bar, not even its time
-        info = _seen_periods_per_year(info, rows.times[:run_folds(n, tr, va, te, em, a["folds"])[0].test[0]])
-    soft = dict(seed=a["seed"], anneal_epochs=a["epochs"], env=dict(cost_bps=a["cost_bps"], periods_per_year=info.get("periods_per_year")),
-                **({"priced": False} if kind == "lob" else {}))
-    tcfg = _trainer_config(a["algo"], user, soft, dict(seed=seed, env=dict(cost_bps=cost_bps)), where)
-    a["cost_bps"], a["seed"] = tcfg.env.cost_bps, tcfg.seed
-    win = tcfg.env.window
-    for k in ("train_bars", "val_bars", "test_bars"):
-        if a[k] < win + 2:
-            raise UsageError(f"--{k} {a[k]} is too short for the {a['algo']} trainer's {win}-bar observation window: "
-                             f"use at least {win + 2} bars or a smaller env 'window' in --config")
-    if a["data"] != DEFAULT_DATA[kind]: a["data"] = info["source"]       # absolute: --resume and load_run work from anywhere
-    rc = RunConfig(**{k: a[k] for k in _RUN_FLAGS}, device=str(dev), gpu_ids=ids, date_col=date_col,
-                   trainer=tcfg.to_dict(), driver=driver.to_dict(), synthetic=synth, data_info=info,
-                   gpurl_version=gpurl.__version__, created=datetime.datetime.now().isoformat(timespec="seconds"))
-    rc.record_bar_usage(rows.times)
-    return rc, rows
-
-# %% ../nbs/21_cli.ipynb #4ec4bf4b
-def _probe_trainer(rc: RunConfig, data: RunData) -> None:
-    "Build the trainer on fold 0 and validate it on the val split: a setting the trainer rejects is a UsageError now."
-    trainer_cls = get_model(rc.algo).trainer
-    splits = rc.fold_splits(data, rc.fold_list()[0], device=rc.device)
-    try:
-        trainer = trainer_cls(rc.trainer_config(), splits.train)
-        if rc.priced: backtest_trainer(trainer, splits.val)
-        else: trainer.validate(splits.val)
-    except (ValueError, TypeError) as e:
-        raise UsageError(f"the {rc.algo} trainer rejects these settings: {e}".replace("\n", " ")) from None
-
-# %% ../nbs/21_cli.ipynb #3cec2180
-def resolve(probe: bool = False, **flags) -> tuple[RunConfig, RunData]:
-    "gpurl_train's inputs (its flags by name, None = default) checked and resolved into the RunConfig and rows (bars or events) a run would use; `probe`: also build the trainer on fold 0. Raises UsageError, writes nothing."
-    rc, data = _resolve(**flags)
-    if probe: _probe_trainer(rc, data)
-    return rc, data
+__all__ = ['train', 'run_console', 'gpurl_train']
 
 # %% ../nbs/21_cli.ipynb #f04ad438
 def _new_run_dir(algo: str, out) -> Path:
@@ -340,7 +123,7 @@ def _planted_rule(rc: RunConfig, feats: Tensor, rets: Tensor) -> dict | None:
 # %% ../nbs/21_cli.ipynb #f0309ded
 def _plan_resume(resume, device, gpu_ids, others: dict) -> tuple[RunConfig, RunData, Path, list[FoldResult], ResumePoint]:
     "Check a --resume request (run directory, same data, device) and find where to continue; writes nothing."
-    extra = [_flag(k) for k, v in others.items() if v is not None]
+    extra = [flag_name(k) for k, v in others.items() if v is not None]
     if extra: raise UsageError(f"--resume continues {resume} with the settings in its config.json: drop {', '.join(extra)} "
                                "(only --device and --gpu_ids may change)")
     p = Path(resume)
@@ -354,7 +137,7 @@ def _plan_resume(resume, device, gpu_ids, others: dict) -> tuple[RunConfig, RunD
             raise UsageError(f"--resume {resume}: the run trained on {rc.device}, which this machine lacks; add --device cpu "
                              "(or another device) to continue here")
         ids = rc.gpu_ids
-    else: dev, ids = _resolve_device(device, gpu_ids)
+    else: dev, ids = resolve_device(device, gpu_ids)
     rc.device, rc.gpu_ids = str(dev), ids
     try: data = rc.load_data()
     except ValueError as e: raise UsageError(f"--resume {resume}: {e}") from None
@@ -365,7 +148,7 @@ def _plan_resume(resume, device, gpu_ids, others: dict) -> tuple[RunConfig, RunD
 # %% ../nbs/21_cli.ipynb #dde3785e
 def _distributed_settings(config) -> MultiGpuConfig:
     "The --config JSON's 'distributed' section (scaling, sync_every_n_steps, timeout_s) as a MultiGpuConfig, checked."
-    try: return MultiGpuConfig.from_dict(_read_config_json(config).get("distributed", {}))
+    try: return MultiGpuConfig.from_dict(read_config_json(config).get("distributed", {}))
     except (ValueError, TypeError) as e: raise UsageError(f"--config {config}: 'distributed' section: {e}") from None
 
 def _join_job(config, device) -> Worker:
@@ -381,15 +164,15 @@ def _worker_args(flags: dict) -> list[str]:
             fd, path = tempfile.mkstemp(prefix="gpurl-config-", suffix=".json")
             with os.fdopen(fd, "w") as f: json.dump(v, f)
             v = path
-        if v is True: args.append(_flag(k))
-        elif v is not None and v is not False: args += [_flag(k), str(v)]
+        if v is True: args.append(flag_name(k))
+        elif v is not None and v is not False: args += [flag_name(k), str(v)]
     return args
 
 def _launch(flags: dict, date_col, device, gpu_ids, out, resume, progress: bool, nproc_per_node=None, nnodes=None,
             rdzv_endpoint=None, max_restarts=None) -> Run | None:
     "Check the run here, then start torchrun with one gpurl_train worker per GPU (or --nproc_per_node CPU workers)."
-    _check_arg("nproc_per_node", nproc_per_node, (int, None), 1); _check_arg("max_restarts", max_restarts, (int, None), 0)
-    _check_arg("rdzv_endpoint", rdzv_endpoint, (str, None))
+    check_arg("nproc_per_node", nproc_per_node, (int, None), 1); check_arg("max_restarts", max_restarts, (int, None), 0)
+    check_arg("rdzv_endpoint", rdzv_endpoint, (str, None))
     nodes = "1" if nnodes is None else str(nnodes)
     if not all(p.isdigit() and int(p) >= 1 for p in nodes.split(":")) or nodes.count(":") > 1:
         raise UsageError(f"--nnodes must be a number of machines such as 2, or MIN:MAX such as 1:4, got {nnodes!r}")
@@ -397,7 +180,7 @@ def _launch(flags: dict, date_col, device, gpu_ids, out, resume, progress: bool,
         raise UsageError(f"--nnodes {nodes}: the machines meet at a rendezvous: add --rdzv_endpoint HOST:PORT (one machine's address)")
     if nodes != "1" and out is None and resume is None:
         raise UsageError("--nnodes > 1: every machine must name the same run directory: add --out DIR (a shared filesystem)")
-    dev, ids = _resolve_device(device, gpu_ids)
+    dev, ids = resolve_device(device, gpu_ids)
     visible = list(MultiGpuConfig.detect(ids or None).devices) if dev.type == "cuda" else []
     n = nproc_per_node if nproc_per_node is not None else max(len(visible), 1)
     if ids and nproc_per_node is not None and nproc_per_node != len(ids):
@@ -406,9 +189,9 @@ def _launch(flags: dict, date_col, device, gpu_ids, out, resume, progress: bool,
         raise UsageError(f"--nproc_per_node {n} needs {n} GPUs, this machine shows {len(visible)}: lower it, or use --device cpu")
     mgc = _distributed_settings(flags["config"])
     if resume is None:
-        rc, data = _resolve(**flags, device=str(dev), gpu_ids=None, date_col=date_col)
+        rc, data = resolve(**flags, device=str(dev), gpu_ids=None, date_col=date_col)
         run_dir = _new_run_dir(rc.algo, out) if nodes == "1" else Path(out)   # machines: rank 0's worker checks it
-        _probe_trainer(rc, data)
+        probe_trainer(rc, data)
         if nodes.isdigit():                              # the world size is known: check the per-rank configs now
             try: rank_config(rc.trainer_config(), n * int(nodes), 0, mgc.scaling)
             except (ValueError, TypeError) as e: raise UsageError(str(e)) from None
@@ -446,7 +229,7 @@ def train(algo: str | None = None, data: str | None = None, config: str | dict |
         device, gpu_ids = str(worker.device), None
         if resume is None and out is not None and restart_count() and (Path(out) / "config.json").is_file():
             resume, out, date_col, flags = out, None, None, dict.fromkeys(flags)   # torchrun restarted the job: continue it
-    elif any(v is not None for v in job.values()) or len(_parse_gpu_ids(gpu_ids)) > 1:
+    elif any(v is not None for v in job.values()) or len(parse_gpu_ids(gpu_ids)) > 1:
         return _launch(flags, date_col, device, gpu_ids, out, resume, progress, **job)
     main = worker is None or worker.is_main
     if resume is not None:
@@ -458,10 +241,10 @@ def train(algo: str | None = None, data: str | None = None, config: str | dict |
             if summary and main: print(f"{run_dir} is already complete.\n" + run.summary())
             return run
     else:
-        rc, data = _resolve(**flags, device=device, gpu_ids=gpu_ids, date_col=date_col)
+        rc, data = resolve(**flags, device=device, gpu_ids=gpu_ids, date_col=date_col)
         run_dir = _new_run_dir(rc.algo, out) if main else None
         if worker is not None: run_dir = Path(worker.agree(str(run_dir) if main else None))   # rank 0's, on every rank
-        _probe_trainer(rc, data)
+        probe_trainer(rc, data)
         completed, point = [], ResumePoint(0, None, [])
         if summary and progress and main: print("\n".join([f"gpurl_train {rc.algo}: {rc.folds} folds", *rc.plan_lines()]))
     if worker is not None: worker.barrier()              # every rank has read the files --resume checks
@@ -484,7 +267,7 @@ def train(algo: str | None = None, data: str | None = None, config: str | dict |
 # %% ../nbs/21_cli.ipynb #e1a0d002
 def _ensemble_k(value) -> int:
     "--ensemble K as an int >= 2; anything else is a UsageError that says what is allowed."
-    k = int(value) if _is(value, int) or (isinstance(value, str) and value.strip().isdigit()) else None
+    k = int(value) if is_flag_type(value, int) or (isinstance(value, str) and value.strip().isdigit()) else None
     if k is None or k < 2:
         raise UsageError(f"--ensemble must be an integer K >= 2 (K seeds per fold and their ensemble), got {value!r}; "
                          "omit --ensemble to train a single model")
@@ -506,31 +289,31 @@ def _continue_ensemble(path: Path, k, flags: dict, what: str) -> dict:
         raise UsageError(f"{what} {path} is an ensemble of {spec['k']} seeds, not {k}: {hint}")
     if what == "--out" and flags != spec["flags"]:
         diff = sorted(n for n in {**flags, **spec["flags"]} if flags.get(n) != spec["flags"].get(n))
-        raise UsageError(f"--out {path} holds an ensemble run with other {', '.join(_flag(n) for n in diff)}: continue "
+        raise UsageError(f"--out {path} holds an ensemble run with other {', '.join(flag_name(n) for n in diff)}: continue "
                          f"it with --resume {path}, or pick a new --out")
     return spec
 
 # %% ../nbs/21_cli.ipynb #e1a0d003
 def _ensemble_plan(flags: dict, k, out, resume, device, gpu_ids, date_col, job: dict) -> tuple[Path, dict]:
     "Check an --ensemble request: its run directory and ensemble.json (K, the seeds, the flags); writes nothing."
-    many = [_flag(n) for n, v in job.items() if v is not None] + (["--gpu_ids"] if len(_parse_gpu_ids(gpu_ids)) > 1 else [])
+    many = [flag_name(n) for n, v in job.items() if v is not None] + (["--gpu_ids"] if len(parse_gpu_ids(gpu_ids)) > 1 else [])
     if many or torchrun_worker():
         raise UsageError(f"--ensemble trains its members one after another on one device: drop {', '.join(many) or 'torchrun'} "
                          "(use --device, or one id in --gpu_ids)")
     given = _ensemble_flags(flags, date_col)
     if resume is not None:
         if out is not None: raise UsageError(f"--resume {resume} continues that directory: drop --out {out}")
-        extra = [_flag(n) for n, v in given.items() if v is not None]
+        extra = [flag_name(n) for n, v in given.items() if v is not None]
         if extra: raise UsageError(f"--resume continues {resume} with the settings in its ensemble.json: drop {', '.join(extra)}")
         if not _is_ensemble(resume): raise UsageError(f"--resume {resume} is a single run: drop --ensemble to continue it")
         return Path(resume), _continue_ensemble(Path(resume), k, given, "--resume")
     k = _ensemble_k(k)
     if _is_ensemble(out): return Path(out), _continue_ensemble(Path(out), k, given, "--out")    # the same command again
-    rc, data = _resolve(**flags, device=device, gpu_ids=gpu_ids, date_col=date_col)
+    rc, data = resolve(**flags, device=device, gpu_ids=gpu_ids, date_col=date_col)
     if not rc.priced:
         raise UsageError(f"--ensemble backtests the members' ensemble, and --algo {rc.algo} is scored on order-book events, "
                          "not priced: train it without --ensemble, or ensemble a bar model")
-    _probe_trainer(rc, data)
+    probe_trainer(rc, data)
     return _new_run_dir(f"{rc.algo}-ensemble{k}", out), {"k": k, "seeds": member_seeds(rc.seed, k), "flags": given}
 
 def _train_member(path: Path, flags: dict, seed: int, device, gpu_ids, progress: bool) -> Run:
@@ -542,7 +325,7 @@ def _train_ensemble(flags: dict, k, out, resume, device, gpu_ids, date_col, prog
                     job: dict) -> EnsembleRun:
     "gpurl_train --ensemble K: train (or continue) each seed's member run in turn, then backtest their ensemble and write its report."
     run_dir, spec = _ensemble_plan(flags, k, out, resume, device, gpu_ids, date_col, job)
-    dev = str(_resolve_device(device, gpu_ids)[0])
+    dev = str(resolve_device(device, gpu_ids)[0])
     run_dir.mkdir(parents=True, exist_ok=True)
     if not (run_dir / ENSEMBLE_FILE).is_file(): write_json(run_dir / ENSEMBLE_FILE, spec)
     try:

@@ -10,7 +10,7 @@ from pathlib import Path
 from .config import merge_configs
 from .walkforward import DriverConfig
 from .registry import get_model
-from .cli import UsageError
+from .resolve import UsageError
 
 # %% auto #0
 __all__ = ['DEFAULT_SPACES', 'searchable', 'check_space', 'read_space', 'suggest']

@@ -25,7 +25,8 @@ from .walkforward import DriverConfig, train_walk_forward
 from .registry import get_model
 from .rundir import DEFAULT_DATA, RunConfig, write_json
 from .run import Run, load_run
-from .cli import UsageError, resolve, run_console, train
+from .cli import run_console, train
+from .resolve import UsageError, resolve
 from .space import read_space, suggest
 
 # %% auto #0

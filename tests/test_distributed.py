@@ -222,7 +222,8 @@ def test_trainers_have_no_hook_by_default():
     (dict(gpu_ids="0,1", device="cpu"), "CUDA"),
 ])
 def test_launch_usage_errors(kw, message, tmp_path):
-    from gpurl.cli import UsageError, train
+    from gpurl.cli import train
+    from gpurl.resolve import UsageError
     with pytest.raises(UsageError, match=re.escape(message)):
         train(**{"out": str(tmp_path / "r"), "progress": False, **kw})
     assert not (tmp_path / "r").exists()                         # checked before anything is written or started

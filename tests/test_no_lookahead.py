@@ -21,7 +21,8 @@ import pytest
 import torch
 
 from _cli import TINY
-from gpurl.cli import resolve, train
+from gpurl.cli import train
+from gpurl.resolve import resolve
 from gpurl.data import calendar_features, load_ohlcv, synthetic_market
 from gpurl.metrics import IGNORE_INDEX
 from gpurl.lob import DOWN, STATIONARY, UP

@@ -49,7 +49,7 @@ def test_sweep_end_to_end(tmp_path):
     assert res["deflated"]["n_trials"] == 6 and 0 <= res["deflated"]["dsr"] <= 1
     best = max((t for t in trials if t.state == optuna.trial.TrialState.COMPLETE), key=lambda t: t.value)
     assert json.loads((out / "best.json").read_text()) == best.user_attrs["config"] == res["best_config"]
-    from gpurl.cli import resolve                                    # gpurl_train --config takes best.json
+    from gpurl.resolve import resolve                                # gpurl_train --config takes best.json
     rc, _ = resolve(algo="mlp", folds=1, train_bars=150, val_bars=50, test_bars=50, epochs=2, device="cpu",
                     config=str(out / "best.json"))
     assert rc.trainer == json.loads((out / "winner" / "config.json").read_text())["trainer"]
@@ -178,7 +178,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path):
 
 def test_every_bad_input_names_it(tmp_path):
     "Each bad space file and storage URL (in process, as the command checks them): a one-line UsageError, nothing written."
-    from gpurl.cli import UsageError
+    from gpurl.resolve import UsageError
     from gpurl.sweep import sweep
     kw = dict(algo="mlp", folds=1, train_bars=150, val_bars=50, test_bars=50, epochs=2, device="cpu", out=tmp_path / "sw")
     cases = [(dict(space=str(tmp_path / name)), msg) for name, (_, msg) in BAD_SPACES.items()]
