@@ -225,8 +225,8 @@ def _resolve(algo=None, data=None, config=None, folds=None, train_bars=None, val
 def probe_trainer(rc: RunConfig, data: RunData) -> None:
     "Build the trainer on fold 0 and validate it on the val split: a setting the trainer rejects is a UsageError now."
     trainer_cls = get_model(rc.algo).trainer
-    splits = rc.fold_splits(data, rc.fold_list()[0], device=rc.device)
     try:
+        splits = rc.fold_splits(data, rc.fold_list()[0], device=rc.device)     # a label horizon no split can hold fails here
         trainer = trainer_cls(rc.trainer_config(), splits.train)
         if rc.priced: backtest_trainer(trainer, splits.val)
         else: trainer.validate(splits.val)

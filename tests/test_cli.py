@@ -179,6 +179,7 @@ def _bad_inputs(tmp_path: Path) -> dict:
     (tmp_path / "type.json").write_text('{"gamma": "high"}')
     (tmp_path / "broken.json").write_text('{"gamma": 0.9,}')
     (tmp_path / "driver.json").write_text('{"driver": {"patiense": 3}}')
+    (tmp_path / "horizon.json").write_text('{"horizon": 200}')
     (tmp_path / "taken").mkdir(); (tmp_path / "taken" / "keep.txt").write_text("mine")
     (tmp_path / "notarun").mkdir()
     return {
@@ -198,12 +199,14 @@ def _bad_inputs(tmp_path: Path) -> dict:
         "resume with flags": (["--resume", "notarun", "--epochs", "5"], "drop --epochs"),
         "bad gpu ids": (["--gpu_ids", "x"], "--gpu_ids must list CUDA device numbers"),
         "bad device": (["--device", "tpu"], "--device 'tpu' is not a device"),
+        "horizon beyond the splits": (["--algo", "mlp", "--config", "horizon.json", "--folds", "1", "--train_bars", "150",
+                                       "--val_bars", "50", "--test_bars", "50"], "horizon 200 leaves no labelled row"),
     }
 
 BAD = [
     "missing data file", "csv without volume", "too few bars", "unknown algo", "unknown config key", "wrong config type",
     "broken json", "unknown driver key", "missing config", "bad fold count", "window too long", "out exists",
-    "resume not a run", "resume with flags", "bad gpu ids", "bad device"]
+    "resume not a run", "resume with flags", "bad gpu ids", "bad device", "horizon beyond the splits"]
 
 @pytest.mark.parametrize("case", BAD)
 def test_bad_input(case, tmp_path):
