@@ -171,7 +171,7 @@ class _HeldSignals:
             if callable(h): self.old[s] = h; signal.signal(s, handler)
     def hold(self) -> None: self._install(raise_now=False)
     def arm(self) -> None:
-        "Inside the objective: a held signal raises now (the trial fails), a new one at once; both stay recorded, so one a library swallows (raised inside a garbage-collection callback) is raised again by `release`."
+        "Around a trial's training (`armed`): a held signal raises now (the trial fails), a new one at once; both stay recorded, so one a library swallows (raised inside a garbage-collection callback) is raised again by `release`."
         if self.got: self.release()
         self._install(raise_now=True)
     @contextmanager
