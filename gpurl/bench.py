@@ -479,7 +479,7 @@ def bench_ssd(b: Bench) -> None:
 # %% ../nbs/23_bench.ipynb #5c7896d3
 @case("ensemble")
 def bench_ensemble(b: Bench) -> None:
-    "K members' outputs for one batch (us a call): EnsembleRunner eager, captured with batched and (CUDA) fused layers (an input it reads in place, and inputs it copies), torch.func vmap, vs the members one after another."
+    "K members' outputs for one batch (us a call): EnsembleRunner eager, captured with batched and (CUDA) fused layers (an input it reads in place, inputs it copies, and outputs written into a tensor of the caller's), torch.func vmap, vs the members one after another."
     try: runner_cls = importlib.import_module("gpurl.ensemble").EnsembleRunner
     except (ImportError, AttributeError):
         raise SkipCase("gpurl.ensemble.EnsembleRunner is not in this build: the case measures once it is") from None
@@ -503,6 +503,8 @@ def bench_ensemble(b: Bench) -> None:
                 if captured and fused is None:                                     # inputs that alternate: each copied in
                     inputs = itertools.cycle((x.clone(), x.clone()))
                     timed("EnsembleRunner captured, input copied", lambda: runner(next(inputs)), precision=p)
+                    out = torch.empty(K, B, widths[-1], device=b.device)          # out=: read and written in place, no clone
+                    timed("EnsembleRunner captured, into out", lambda: runner(x, out=out), precision=p)
 
 # %% ../nbs/23_bench.ipynb #57ab4924
 @case("distributed")

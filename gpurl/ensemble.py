@@ -267,8 +267,8 @@ class EnsembleRunner:
         self._build_groups(members, plans)
         self.cuda_graph = bool(cuda_graph) and cuda_graphs_available(self.device)
         self.graphs: dict[int, tuple[Tensor, Callable[[], Tensor]]] = {}      # batch size -> (static input, replay)
-        self._direct: dict[tuple, Callable[[], Tensor]] = {}    # an input's memory (_memory) -> the replay that reads it there
-        self._seen: dict[int, tuple] = {}                                    # batch size -> the last input's memory
+        self._direct: dict[tuple, Callable[[], Tensor]] = {}    # (input's, out's memory) -> the replay that reads and writes there
+        self._seen: dict[int, tuple] = {}                                    # batch size -> the last call's (input's, out's memory)
 
 # %% ../nbs/19b_ensemble.ipynb #caabf2bb
 @patch
@@ -355,43 +355,61 @@ def _matmul_precision(self: EnsembleRunner):
     finally: torch.backends.cuda.matmul.allow_tf32 = before
 
 @patch
-def _capture(self: EnsembleRunner, x: Tensor) -> Callable[[], Tensor]:
-    "A CUDA graph of the forward that reads x's memory in place; x itself is not kept (a replay reads what lies there then)."
-    box = [x]
+def _capture(self: EnsembleRunner, x: Tensor, out: Tensor | None = None) -> Callable[[], Tensor]:
+    "A CUDA graph of the forward that reads x's memory in place and, given `out`, copies the outputs into out's memory; neither tensor is kept (a replay reads and writes what lies there then)."
+    box = [x, out]
+    def forward() -> Tensor:
+        y = self._forward(box[0].to(self.device))
+        if box[1] is not None: box[1].copy_(y)
+        return y
     with torch.no_grad(), self._matmul_precision():
-        replay = capture_graph(lambda: self._forward(box[0].to(self.device)), device=self.device)
+        replay = capture_graph(forward, device=self.device)
     box.clear()
     return replay
 
-def _memory(x: Tensor) -> tuple:
-    "Where and how x lies in memory (one address space for host and devices): a graph that reads it in place is keyed so."
-    return x.data_ptr(), x.shape, x.stride(), x.dtype
+def _memory(x: Tensor | None) -> tuple | None:
+    "Where and how x lies in memory (one address space for host and devices): a graph that reads or writes it in place is keyed so."
+    return None if x is None else (x.data_ptr(), x.shape, x.stride(), x.dtype)
+
+def _result(y: Tensor, out: Tensor | None, fresh: bool = False) -> Tensor:
+    "The call's result: y as a tensor of the caller's (a clone, unless y is `fresh`), or y copied into `out`, checked first."
+    if out is None: return y if fresh else y.clone()
+    if out.shape != y.shape or out.dtype != y.dtype or out.device != y.device:
+        raise ValueError(f"out is a {out.dtype} tensor {tuple(out.shape)} on {out.device}, but the outputs are {y.dtype} "
+                         f"{tuple(y.shape)} on {y.device}: pass torch.empty({tuple(y.shape)}, device='{y.device}') or leave out=None")
+    return out.copy_(y)
 
 @patch
-def __call__(self: EnsembleRunner, x: Tensor) -> Tensor:
-    "Every member's output for x (B, in_features): a new float32 tensor (K, B, ...), members in the order given."
-    where = _memory(x) if isinstance(x, Tensor) else None
-    if (direct := self._direct.get(where)) is not None:
-        return direct().clone()                           # the hot path: x was checked when its graph was captured
+def __call__(self: EnsembleRunner, x: Tensor, out: Tensor | None = None) -> Tensor:
+    "Every member's output for x (B, in_features), members in the order given: a new float32 tensor (K, B, ...), or written into `out` (that shape, float32, on the runner's device) and `out` returned."
+    if out is not None and not isinstance(out, Tensor):
+        raise TypeError(f"out must be a torch.Tensor (or None), got {type(out).__name__}")
+    where = (_memory(x), _memory(out)) if isinstance(x, Tensor) else None
+    if (direct := self._direct.get(where)) is not None:  # the hot path: x and out were checked when its graph was captured
+        y = direct()                                      # with out, the replay has written it
+        return y.clone() if out is None else out
     if not isinstance(x, Tensor) or x.ndim != 2 or not x.is_floating_point() or x.shape[0] == 0:
         raise ValueError(f"x must be a float tensor (B, in_features) with B >= 1, got {getattr(x, 'shape', type(x).__name__)}")
     if self.in_features is not None and x.shape[1] != self.in_features:
         raise ValueError(f"x has {x.shape[1]} columns but the members read {self.in_features}: pass x of shape (B, {self.in_features})")
     B = x.shape[0]
     if not self.cuda_graph:
-        with torch.no_grad(), self._matmul_precision(): return self._forward(x.to(self.device))
+        with torch.no_grad(), self._matmul_precision(): return _result(self._forward(x.to(self.device)), out, fresh=True)
     if B not in self.graphs:                              # the first call at this batch size captures its graph
         static = x.to(self.device, copy=True)           # the caller's dtype: the members cast it
         self.graphs[B] = static, self._capture(static)
-        return self.graphs[B][1]().clone()
-    if self._seen.get(B) == where and x.device == self.device:   # the same memory twice running: read it in place
-        self._direct = {k: g for k, g in self._direct.items() if k[1][0] != B}   # one such graph a batch size
-        self._direct[where] = self._capture(x)
-        return self._direct[where]().clone()
-    self._seen[B] = where
+        return _result(self.graphs[B][1](), out)
+    if self._seen.get(B) == where and x.device == self.device:   # the same memory twice running: read (and write) it in place
+        self._direct = {k: g for k, g in self._direct.items() if k[0][1][0] != B}   # one such graph a batch size
+        self._direct[where] = self._capture(x, out)     # out was checked by the call that recorded `where`
+        y = self._direct[where]()
+        return y.clone() if out is None else out
     static, replay = self.graphs[B]
     static.copy_(x.detach())                              # precision and no-grad were fixed at capture
-    return replay().clone()
+    y = _result(replay(), out)
+    self._seen[B] = where                                 # after the check: a bad out is never captured
+    return y
+
 
 # %% ../nbs/19b_ensemble.ipynb #caba987b
 def _members_out(out: Tensor, ndim: int, what: str) -> None:
