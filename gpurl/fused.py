@@ -129,7 +129,7 @@ def _kernel_config(k: int, n: int, dm: int, dots: str, layers: int = 3) -> dict:
     elif dots == "ieee" and wave64: cfg = dict(BM=64, BN=64, num_warps=8, num_stages=1)
     elif n <= 1024: cfg = dict(BM=64 if dots == "bf16" and wave64 else 32, BN=64, num_warps=8 if dots == "ieee" else 4, num_stages=2)
     elif dots == "bf16": cfg = dict(BM=128, BN=64, num_warps=8, num_stages=3)
-    else: cfg = dict(BM=128, BN=32, num_warps=8, num_stages=2)
+    else: cfg = dict(BM=128, BN=32, num_warps=8, num_stages=1 if layers == 2 else 2)
     programs, split = k * _blocks(n, cfg["BM"]), 1
     while split < 8 and 2 * split * cfg["BN"] <= dm and 2 * split * programs <= _WAVE: split *= 2
     return dict(cfg, SPLIT=split)
