@@ -166,14 +166,14 @@ def launch(self: FusedRun, h: Tensor, *, BM: int, BN: int, SPLIT: int, num_warps
     w, b = self.layers[0::2], self.layers[1::2]
     DA, DM, DO = (w[0].shape[2], w[1].shape[2], w[2].shape[2]) if len(w) == 3 else (D0, w[0].shape[2], w[1].shape[2])
     y, p2 = h.new_empty(K, N, DO, dtype=self.out_dtype), lambda n: max(16, triton.next_power_of_2(n))
-    codes, m_blocks = [FUSED_ACTIVATIONS[a[0]] for a in self.acts], triton.cdiv(N, BM)
+    codes, m_blocks = [FUSED_ACTIVATIONS[a[0]] for a in self.acts], _blocks(N, BM)
     if transposed:
         if len(w) != 3 or SPLIT != 1: raise ValueError(f"the transposed kernel runs three layers unsplit, got {len(w)} layers and SPLIT={SPLIT}")
         _transposed_segment_kernel[(K, m_blocks)](
             h, w[0], b[0], w[1], b[1], w[2], b[2], y, N, D0, DA, DM, DO, h.stride(0), h.stride(1), A0=codes[0], AM=codes[1],
             AO=codes[2], BM=BM, BK=min(32, p2(D0)), AP=p2(DA), BN=BN, OP=p2(DO), PREC=precision, num_warps=num_warps, num_stages=num_stages)
         return y
-    chunk = triton.cdiv(triton.cdiv(DM, SPLIT), BN) * BN
+    chunk = _blocks(_blocks(DM, SPLIT), BN) * BN
     key = (N, BM, SPLIT)
     if key not in self.scratch:     # kept: a captured graph replays on them, and the kernel leaves the counters at 0
         self.scratch[key] = (h.new_empty((SPLIT, K, N, DO) if SPLIT > 1 else (1,), dtype=torch.float32),
