@@ -1,4 +1,4 @@
-"""gpurl_bench as CI runs it (`python -m gpurl.bench --quick`, on the CPU): every case end to end, the JSON with every
+"""gpurl_bench as CI runs it (`python -m gpurl.apps.bench --quick`, on the CPU): every case end to end, the JSON with every
 field of every record, the markdown table listing every case, the chart; a bad flag is one line on stderr, exit 2."""
 import dataclasses, importlib.util, json, subprocess, sys
 
@@ -7,12 +7,12 @@ import pytest
 from _cli import script_env
 
 def _bench(*args, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gpurl.bench", *map(str, args)], cwd=cwd, env=script_env(),
+    return subprocess.run([sys.executable, "-m", "gpurl.apps.bench", *map(str, args)], cwd=cwd, env=script_env(),
                           capture_output=True, text=True, timeout=300)
 
 def test_quick_suite_end_to_end(tmp_path):
-    from gpurl.bench import CASES
-    from gpurl.timing import Record
+    from gpurl.apps.bench import CASES
+    from gpurl.core.timing import Record
     r = _bench("--quick", "--quiet", "--out", tmp_path / "out", cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     records = json.loads((tmp_path / "out" / "results.json").read_text())["records"]
@@ -24,7 +24,7 @@ def test_quick_suite_end_to_end(tmp_path):
     table = (tmp_path / "out" / "results.md").read_text()
     rows = [line.split("|")[1].strip() for line in table.splitlines() if line.startswith("| ") and not line.startswith("| case")]
     assert set(rows) == set(CASES), set(CASES) ^ set(rows)          # every case: measured, or skipped with the reason
-    optional = {"ensemble": "gpurl.ensemble", "vec_env": "stable_baselines3"}          # skipped where not installed
+    optional = {"ensemble": "gpurl.infer.ensemble", "vec_env": "stable_baselines3"}          # skipped where not installed
     skippable = {"amp_crossover"} | {c for c, m in optional.items() if importlib.util.find_spec(m) is None}
     assert {rec["case"] for rec in measured} == set(CASES) - skippable
     assert (tmp_path / "out" / "ratios.png").stat().st_size > 0 and table.strip() in r.stdout

@@ -1,14 +1,14 @@
-"""File-system faults for gpurl.checkpoint: crash before rename, disk full, read-only directory, truncated files,
+"""File-system faults for gpurl.systems.checkpoint: crash before rename, disk full, read-only directory, truncated files,
 and loading a checkpoint with safetensors alone in a fresh process."""
 import errno, json, os, stat, subprocess, sys
 
 import pytest
 import torch
 
-from gpurl.checkpoint import (AsyncCheckpointer, CheckpointError, SnapshotRing, atomic_write_bytes, load_checkpoint,
-                              snapshot_model_to_pinned)
-from gpurl.hardware import rng_state
-from gpurl.state import flatten_state, unflatten_state
+from gpurl.systems.checkpoint import (AsyncCheckpointer, CheckpointError, SnapshotRing, load_checkpoint, snapshot_model_to_pinned)
+from gpurl.core.files import atomic_write_bytes
+from gpurl.core.device import rng_state
+from gpurl.core.state import flatten_state, unflatten_state
 
 TEMPLATE = "fold{fold}_{kind}.safetensors"
 

@@ -1,4 +1,4 @@
-"""gpurl_train end to end, as a user runs it: through the installed console script and through `python -m gpurl.cli`,
+"""gpurl_train end to end, as a user runs it: through the installed console script and through `python -m gpurl.apps.cli`,
 on CPU with tiny sizes, for both algorithms; a Yahoo-format CSV round trip; every bad input (one line on stderr, exit
 code 2, no traceback, nothing written); and a real SIGINT in the middle of a run: every finished checkpoint and
 metrics line intact, then `--resume` completes the run with exactly the results of an uninterrupted one."""
@@ -17,7 +17,7 @@ from _cli import TINY, console, script_env
 SHAPE = ["--folds", "2", "--train_bars", "150", "--val_bars", "50", "--test_bars", "50", "--device", "cpu"]
 
 
-RUNNERS = {"script": lambda: [console("gpurl_train")], "module": lambda: [sys.executable, "-m", "gpurl.cli"]}
+RUNNERS = {"script": lambda: [console("gpurl_train")], "module": lambda: [sys.executable, "-m", "gpurl.apps.cli"]}
 
 def _run(args, cwd, runner="script", timeout=600) -> subprocess.CompletedProcess:
     return subprocess.run(RUNNERS[runner]() + [str(a) for a in args], cwd=cwd, env=script_env(), capture_output=True,
@@ -30,7 +30,7 @@ def _config(tmp_path: Path, algo: str, **extra) -> Path:
 
 def _yahoo_csv(path: Path, n: int, drop=()) -> pd.DataFrame:
     "A synthetic market written the way Yahoo Finance exports daily bars."
-    from gpurl.data import synthetic_market
+    from gpurl.data.bars import synthetic_market
     m = synthetic_market(n, seed=7, ar1=-0.2)
     df = pd.DataFrame({"Date": m.index.strftime("%Y-%m-%d"), "Open": m.open.round(4), "High": m.high.round(4),
                        "Low": m.low.round(4), "Close": m.close.round(4),
@@ -105,7 +105,7 @@ def test_end_to_end(algo, runner, tmp_path):
     assert "stitched test folds" in r.stdout and f"report: {Path('runs') / run.name / 'report.md'}" in r.stdout
     assert len(r.stdout.splitlines()) <= 30
     if runner == "module":       # read back in a fresh process by load_run alone: the summary and the plots are there
-        code = (f"import matplotlib; matplotlib.use('Agg'); from gpurl.run import load_run; r = load_run({str(run)!r}); "
+        code = (f"import matplotlib; matplotlib.use('Agg'); from gpurl.run.record import load_run; r = load_run({str(run)!r}); "
                 "print(r.summary()); r.plot_equity()")
         back = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=script_env(), capture_output=True, text=True, timeout=300)
         assert back.returncode == 0, back.stderr[-2000:]
@@ -147,7 +147,7 @@ def test_yahoo_csv_round_trip(tmp_path):
     r = _run(["--algo", "ppo", "--data", "SPY.csv", "--config", cfg, "--folds", 1, "--train_bars", 150, "--val_bars", 50,
               "--test_bars", 50, "--epochs", 2, "--device", "cpu", "--quiet", "--out", "runs/spy"], tmp_path)
     assert r.returncode == 0, r.stderr[-4000:]
-    from gpurl.run import load_run
+    from gpurl.run.record import load_run
     run = load_run(tmp_path / "runs" / "spy")
     assert run.config.data == str((tmp_path / "SPY.csv").resolve()) and run.config.data_info["n_bars"] == 300
     days = (pd.Timestamp(raw.Date.iloc[249]) - pd.Timestamp(raw.Date.iloc[0])).days     # the 250 bars before the first test bar (250)
@@ -187,7 +187,7 @@ def _bad_inputs(tmp_path: Path) -> dict:
         "csv without volume": (["--data", "novol.csv"], "missing column(s) ['volume']"),
         "too few bars": (["--data", "short.csv"], "300 bars cannot hold one walk-forward fold"),
         "unknown algo": (["--algo", "a2c"], "--algo 'a2c' is not an algorithm: use one of cfc, cfclob, deeplob, dqn, ltc, ltclob, mamba2, mlp, mlplob, ppo, tft, tlob"),
-        "unknown config key": (["--config", "typo.json"], "DqnTrainerConfig"),
+        "unknown config key": (["--config", "typo.json"], "DqnConfig"),
         "wrong config type": (["--algo", "ppo", "--config", "type.json"], "gamma must be float"),
         "broken json": (["--config", "broken.json"], "not valid JSON"),
         "unknown driver key": (["--config", "driver.json"], "unknown DriverConfig key(s) ['patiense']"),

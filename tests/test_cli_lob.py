@@ -26,7 +26,7 @@ def _config(tmp_path: Path, **extra) -> Path:
 
 def _fi2010_file(path: Path, n: int = 2400, seed: int = 3) -> None:
     "A simulated book written as an FI-2010 text file: 149 rows (144 z-scored features, 5 label rows 1/2/3), a column per event."
-    from gpurl.lob import synthetic_lob
+    from gpurl.data.lob import synthetic_lob
     book = synthetic_lob(n, seed=seed)
     x = book.features.double().numpy()
     z = (x - x.mean(0)) / (x.std(0) + 1e-9)
@@ -61,7 +61,7 @@ def test_mlplob_on_the_simulated_book(tmp_path):
     assert sorted(p.name for p in (run / "plots").iterdir()) == ["confusion.png", "learning_curves.png"]
     report = (run / "report.md").read_text()
     assert "No backtest" in report and "majority class" in report and "equity" not in report, report[:2000]
-    from gpurl.run import load_run
+    from gpurl.run.record import load_run
     lr = load_run(run)
     assert lr.complete and list(lr.table().verdict) == [f["verdict"] for f in res["table"]]
     with pytest.raises(ValueError, match="scored, not priced"): lr.backtest(0)
@@ -115,8 +115,8 @@ def test_liquid_twins_on_the_simulated_book(algo, sizes, tmp_path):
     assert len(res["folds"]) == 2 and c["verdict"] in ("beats", "trails", "indistinguishable"), c
     assert sorted(q.name for q in (run / "plots").iterdir()) == ["confusion.png", "learning_curves.png"]
     assert "majority class" in (run / "report.md").read_text()
-    from gpurl.registry import load_policy
-    from gpurl.run import load_run
+    from gpurl.infer.policy import load_policy
+    from gpurl.run.record import load_run
     assert load_run(run).complete
     best = sorted((run / "checkpoints").glob("*best*.safetensors"))
     assert best and type(load_policy(best[-1]).model.model.net.norm).__name__ == "BiN", best

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpurl.distributed import torchrun_command
+from gpurl.systems.distributed import torchrun_command
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "OMP_NUM_THREADS": "1"}
@@ -19,19 +19,19 @@ COMMON = r'''
 import json, os, sys, torch
 import torch.distributed as dist
 torch.set_num_threads(1)
-from gpurl.distributed import init_worker, data_parallel, MultiGpuConfig, NcclGradientSync
-from gpurl.data import synthetic_market, make_features, bar_log_returns
-from gpurl.folds import walk_forward_folds, build_fold
-from gpurl.dqn import DQNTrainer, DqnTrainerConfig
-from gpurl.ppo import PpoTrainer, PpoTrainerConfig
-from gpurl.supervised import SupervisedTrainer, BarMlpConfig
+from gpurl.systems.distributed import init_worker, data_parallel, MultiGpuConfig, NcclGradientSync
+from gpurl.data.bars import synthetic_market, make_features, bar_log_returns
+from gpurl.data.folds import walk_forward_folds, build_fold
+from gpurl.rl.dqn import DqnTrainer, DqnConfig
+from gpurl.rl.ppo import PpoTrainer, PpoConfig
+from gpurl.seq.supervised import SupervisedTrainer, MlpConfig
 bars = synthetic_market(700, seed=1, ar1=-0.3)
 feats, rets = make_features(bars), bar_log_returns(bars)
 FOLD = walk_forward_folds(len(feats), train=300, val=100, test=100, n_folds=1)[0]
-MLP = BarMlpConfig(hidden=(16,), batch_size=32, horizon=1, steps_per_epoch=6)
+MLP = MlpConfig(hidden=(16,), batch_size=32, horizon=1, steps_per_epoch=6)
 CONFIGS = {"mlp": (SupervisedTrainer, MLP),
-           "ppo": (PpoTrainer, PpoTrainerConfig(n_envs=8, n_steps=16, hidden=(16, 16), env=dict(window=4))),
-           "dqn": (DQNTrainer, DqnTrainerConfig(n_envs=4, batch_size=16, warmup=32, replay_capacity=2000,
+           "ppo": (PpoTrainer, PpoConfig(n_envs=8, n_steps=16, hidden=(16, 16), env=dict(window=4))),
+           "dqn": (DqnTrainer, DqnConfig(n_envs=4, batch_size=16, warmup=32, replay_capacity=2000,
                                                 steps_per_epoch=20, env=dict(window=2),
                                                 rainbow=dict(hidden=(16, 16), iqn_n=8, iqn_n_prime=8, iqn_k=4,
                                                              iqn_embedding_dim=8)))}
@@ -168,7 +168,7 @@ if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0" and os.environ["RANK"] == "1"
         while not ckpt.is_file(): time.sleep(0.02)
         os.kill(os.getpid(), signal.SIGKILL)
     threading.Thread(target=kill_when_fold1_started, daemon=True).start()
-from gpurl.cli import gpurl_train
+from gpurl.apps.cli import gpurl_train
 gpurl_train()
 '''
 
@@ -179,7 +179,7 @@ def _folds(run: Path) -> list[dict]:
 
 
 def test_restart_finishes_with_the_uninterrupted_result(tmp_path):
-    whole = subprocess.run([sys.executable, "-m", "gpurl.cli", "--algo", "mlp", *TINY, "--nproc_per_node", "2",
+    whole = subprocess.run([sys.executable, "-m", "gpurl.apps.cli", "--algo", "mlp", *TINY, "--nproc_per_node", "2",
                             "--device", "cpu", "--out", str(tmp_path / "whole")], env=ENV, cwd=tmp_path,
                            capture_output=True, text=True, timeout=300)
     assert whole.returncode == 0, whole.stdout + whole.stderr
@@ -196,19 +196,19 @@ def test_restart_finishes_with_the_uninterrupted_result(tmp_path):
 
 
 def test_trainers_have_no_hook_by_default():
-    from gpurl.data import synthetic_market, make_features, bar_log_returns
-    from gpurl.folds import walk_forward_folds, build_fold
-    from gpurl.dqn import DQNTrainer, DqnTrainerConfig
-    from gpurl.ppo import PpoTrainer, PpoTrainerConfig
-    from gpurl.supervised import SupervisedTrainer, BarMlpConfig
+    from gpurl.data.bars import synthetic_market, make_features, bar_log_returns
+    from gpurl.data.folds import walk_forward_folds, build_fold
+    from gpurl.rl.dqn import DqnTrainer, DqnConfig
+    from gpurl.rl.ppo import PpoTrainer, PpoConfig
+    from gpurl.seq.supervised import SupervisedTrainer, MlpConfig
     import torch.distributed as dist
     bars = synthetic_market(600, seed=1); f, r = make_features(bars), bar_log_returns(bars)
-    mlp = BarMlpConfig(hidden=(16,), batch_size=32, horizon=1)
+    mlp = MlpConfig(hidden=(16,), batch_size=32, horizon=1)
     sp = build_fold(f, r, walk_forward_folds(len(f), train=300, val=100, test=100, n_folds=1)[0],
                     **SupervisedTrainer.bar_targets(mlp, r))
     assert SupervisedTrainer(mlp, sp.train).grad_sync is None
-    assert PpoTrainer(PpoTrainerConfig(n_envs=8, n_steps=16), sp.train).grad_sync is None
-    assert DQNTrainer(DqnTrainerConfig(n_envs=4, batch_size=16, warmup=32, replay_capacity=2000), sp.train).learner.grad_sync is None
+    assert PpoTrainer(PpoConfig(n_envs=8, n_steps=16), sp.train).grad_sync is None
+    assert DqnTrainer(DqnConfig(n_envs=4, batch_size=16, warmup=32, replay_capacity=2000), sp.train).learner.grad_sync is None
     assert not dist.is_initialized()
 
 
@@ -222,8 +222,8 @@ def test_trainers_have_no_hook_by_default():
     (dict(gpu_ids="0,1", device="cpu"), "CUDA"),
 ])
 def test_launch_usage_errors(kw, message, tmp_path):
-    from gpurl.cli import train
-    from gpurl.resolve import UsageError
+    from gpurl.apps.cli import train
+    from gpurl.run.resolve import UsageError
     with pytest.raises(UsageError, match=re.escape(message)):
         train(**{"out": str(tmp_path / "r"), "progress": False, **kw})
     assert not (tmp_path / "r").exists()                         # checked before anything is written or started

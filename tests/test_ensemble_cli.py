@@ -1,5 +1,5 @@
 """gpurl_train --ensemble K end to end on CPU with tiny sizes: a DQN and a bar-MLP ensemble through the console script
-and `python -m gpurl.cli` (the run directory, the members, the report's rows), every bad --ensemble input (one line,
+and `python -m gpurl.apps.cli` (the run directory, the members, the report's rows), every bad --ensemble input (one line,
 exit code 2, nothing written), and an interrupted ensemble continued by the same command without retraining its
 finished member."""
 import json, subprocess, sys
@@ -11,7 +11,7 @@ from _cli import TINY, console, script_env
 
 SHAPE = ["--folds", "2", "--train_bars", "150", "--val_bars", "50", "--test_bars", "50", "--device", "cpu", "--epochs", "2"]
 MLP = {"hidden": [16, 16], "batch_size": 32, "steps_per_epoch": 4}
-RUNNERS = {"script": lambda: [console("gpurl_train")], "module": lambda: [sys.executable, "-m", "gpurl.cli"]}
+RUNNERS = {"script": lambda: [console("gpurl_train")], "module": lambda: [sys.executable, "-m", "gpurl.apps.cli"]}
 
 def _run(args, cwd, runner="script", timeout=300) -> subprocess.CompletedProcess:
     return subprocess.run(RUNNERS[runner]() + [str(a) for a in args], cwd=cwd, env=script_env(), capture_output=True,
@@ -68,8 +68,8 @@ def test_bad_ensemble_input(case, tmp_path):
 
 def test_interrupted_ensemble_continues(tmp_path, monkeypatch, capsys):
     "Ctrl-C after the second member's first fold; the same call again trains the rest of that member alone, then the ensemble."
-    import gpurl.cli as cli
-    from gpurl.runensemble import load_ensemble
+    import gpurl.apps.cli as cli
+    from gpurl.run.runensemble import load_ensemble
     real = cli.save_fold_result
     def stop_after_fold0(run_dir, fr, times):
         real(run_dir, fr, times)

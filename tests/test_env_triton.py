@@ -1,4 +1,4 @@
-"""The CUDA step kernel of gpurl.env (`_step_kernel`, Triton) run on the CPU through Triton's interpreter
+"""The CUDA step kernel of gpurl.envs.trading (`_step_kernel`, Triton) run on the CPU through Triton's interpreter
 (TRITON_INTERPRET=1, in a subprocess: the switch must be set before Triton is imported), against the eager kernels of
 an identical env: states, episode ends, rewards, both end flags (terminated, truncated) and observations equal bit for
 bit, over restarts, fold ends and episode ends, for fp32 and bf16 observations, `observe=False`, a window that is not a power of two (masked columns), one
@@ -12,9 +12,9 @@ pytest.importorskip("triton")
 
 CHECK = textwrap.dedent("""
     import torch
-    import gpurl.env as E
-    from gpurl.folds import FoldData
-    from gpurl.env import TradingEnv
+    import gpurl.envs.trading as E
+    from gpurl.data.folds import FoldData
+    from gpurl.envs.trading import TradingEnv
     g = torch.Generator().manual_seed(0)
     def fold(T, F):
         return FoldData(torch.randn(T, F, generator=g), torch.randn(T, generator=g) * 0.01, torch.arange(T))
@@ -58,7 +58,7 @@ def test_step_kernel_equals_eager_in_the_triton_interpreter():
 
 WIDE = textwrap.dedent("""
     import torch
-    from gpurl.env import _step_kernel
+    from gpurl.envs.trading import _step_kernel
     T, W, K = 2**30 + 5, 32, 3              # K * T >= 2**31: the 64-bit state path, with T itself a 32-bit argument
     for adt in (torch.int64, torch.int32, torch.uint8):
         state, actions = torch.tensor([7, 7]), torch.tensor([2, 1], dtype=adt)   # position 0, bar 7

@@ -1,4 +1,4 @@
-"""gpurl.fused's CUDA kernel (the fused stacked layers of gpurl.ensemble) runs on the CPU through Triton's interpreter (TRITON_INTERPRET=1, in a
+"""gpurl.systems.fused's CUDA kernel (the fused stacked layers of gpurl.infer.ensemble) runs on the CPU through Triton's interpreter (TRITON_INTERPRET=1, in a
 subprocess: the switch must be set before Triton is imported), against the batched path it replaces: runs of three and
 two layers, widths that are not powers of two, every fused activation, a chain cut into two runs, batches that leave
 the last program part empty, one input shared by every member (a stride-0 view), a float64 input cast in the kernel,
@@ -13,8 +13,8 @@ pytest.importorskip("triton")
 CHECK = textwrap.dedent("""
     import torch
     from torch import nn
-    import gpurl.ensemble as E
-    from gpurl.fused import FusedRun
+    import gpurl.infer.ensemble as E
+    from gpurl.systems.fused import FusedRun
     torch.manual_seed(0)
     def mlp(widths, acts):
         layers = []

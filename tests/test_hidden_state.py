@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 import torch
 
-from gpurl.data import bar_log_returns, make_features, synthetic_market
-from gpurl.folds import build_fold, walk_forward_folds
-from gpurl.dqn import DQNTrainer, DqnTrainerConfig
-from gpurl.ppo import PpoTrainer, PpoTrainerConfig
+from gpurl.data.bars import bar_log_returns, make_features, synthetic_market
+from gpurl.data.folds import build_fold, walk_forward_folds
+from gpurl.rl.dqn import DqnTrainer, DqnConfig
+from gpurl.rl.ppo import PpoTrainer, PpoConfig
 
 from _cli import TINY
 
-CONFIGS = {"dqn": (DQNTrainer, lambda seed: DqnTrainerConfig.from_dict({**TINY["dqn"], "seed": seed})),
-           "ppo": (PpoTrainer, lambda seed: PpoTrainerConfig.from_dict({**TINY["ppo"], "seed": seed}))}
+CONFIGS = {"dqn": (DqnTrainer, lambda seed: DqnConfig.from_dict({**TINY["dqn"], "seed": seed})),
+           "ppo": (PpoTrainer, lambda seed: PpoConfig.from_dict({**TINY["ppo"], "seed": seed}))}
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The persistent CUDA kernels (Triton) of gpurl.liquid (CfC) and gpurl.ltc (LTC) run on the CPU through Triton's
+"""The persistent CUDA kernels (Triton) of gpurl.seq.liquid (CfC) and gpurl.seq.ltc (LTC) run on the CPU through Triton's
 interpreter (TRITON_INTERPRET=1, in a subprocess: the switch must be set before Triton is imported). CfC: the forward and
 backward-through-time kernels against the PyTorch loops of the fused path (states, backbone activations, backward
 multipliers, every gradient), at widths that are not powers of two and batches that leave the last program part empty.
@@ -12,8 +12,8 @@ pytest.importorskip("triton")
 CHECK = textwrap.dedent("""
     import torch
     import torch.nn.functional as F
-    import gpurl.liquid as L
-    import gpurl.ltc as LT
+    import gpurl.seq.liquid as L
+    import gpurl.seq.ltc as LT
     torch.manual_seed(0)
     for B, T, H, NB in ((5, 3, 8, 12), (17, 4, 16, 32)):
         u, h0, ts = torch.randn(B, T, NB), torch.randn(B, H), torch.rand(B, T) + 0.1

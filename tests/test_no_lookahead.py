@@ -1,5 +1,5 @@
-"""No look-ahead, end to end, through the path a user runs: bars in a CSV file, `gpurl.cli.train` (what `gpurl_train`
-runs), the run directory read back with `gpurl.run.load_run`, and the folds rebuilt by `gpurl.rundir` / `gpurl.folds`.
+"""No look-ahead, end to end, through the path a user runs: bars in a CSV file, `gpurl.apps.cli.train` (what `gpurl_train`
+runs), the run directory read back with `gpurl.run.record.load_run`, and the folds rebuilt by `gpurl.run.rundir` / `gpurl.data.folds`.
 
 The design rules under test: features are causal and normalised on the training fold only; a trainer never sees test
 bars, and model selection (best checkpoint, early stopping) reads validation bars only; targets never cross a split
@@ -21,13 +21,13 @@ import pytest
 import torch
 
 from _cli import TINY
-from gpurl.cli import train
-from gpurl.resolve import resolve
-from gpurl.data import calendar_features, load_ohlcv, synthetic_market
-from gpurl.metrics import IGNORE_INDEX
-from gpurl.lob import DOWN, STATIONARY, UP
-from gpurl.run import Run
-from gpurl.walkforward import backtest_trainer
+from gpurl.apps.cli import train
+from gpurl.run.resolve import resolve
+from gpurl.data.bars import calendar_features, load_ohlcv, synthetic_market
+from gpurl.core.metrics import IGNORE_INDEX
+from gpurl.data.lob import DOWN, STATIONARY, UP
+from gpurl.run.record import Run
+from gpurl.train.walkforward import backtest_trainer
 
 N_BARS, FOLD = 240, dict(folds=2, train_bars=120, val_bars=40, test_bars=40)
 COST_BPS, SEED, EPOCHS = 5.0, 3, 4      # seed 3: every tiny model trades on its test bars (seed 0's DQN stays flat there)

@@ -5,9 +5,9 @@ import gc, threading, time
 import pytest
 import torch
 
-from gpurl.folds import FoldData
-from gpurl.foldfile import save_fold
-from gpurl.pipeline import EpochPrefetcher, GpuBufferPool, PrefetchError
+from gpurl.data.folds import FoldData
+from gpurl.data.foldfile import save_fold
+from gpurl.systems.pipeline import EpochPrefetcher, GpuBufferPool, PrefetchError
 
 
 def _threads():

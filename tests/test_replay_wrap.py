@@ -1,10 +1,10 @@
 """Prioritized replay through its first wrap-around in `gpurl_train`'s default DQN run: the training loss of the epoch
 in which the ring first overwrites a row, and of the first epoch wholly after it, stays below 1.3x the epoch before,
-in every default fold (with IS weights normalised by the buffer's minimum priority it rose 1.4-2.6x; gpurl.replay)."""
+in every default fold (with IS weights normalised by the buffer's minimum priority it rose 1.4-2.6x; gpurl.envs.replay)."""
 import json
 
-from gpurl.cli import train
-from gpurl.registry import get_model
+from gpurl.apps.cli import train
+from gpurl.infer.policy import get_model
 
 EPOCHS = 14      # the default run's ring (20,000 transitions, 1,600 an epoch after a 368-transition warm-up) wraps in epoch 12
 

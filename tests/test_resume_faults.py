@@ -5,14 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from gpurl.run import load_run
-from gpurl.state import read_safetensors_header
+from gpurl.run.record import load_run
+from gpurl.core.state import read_safetensors_header
 from _cli import TINY, script_env
 SHAPE = ["--folds", "2", "--train_bars", "150", "--val_bars", "50", "--test_bars", "50", "--epochs", "3", "--device", "cpu"]
 
 
 def _gpurl_train(*args, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gpurl.cli", "--quiet", *map(str, args)], cwd=cwd, env=script_env(),
+    return subprocess.run([sys.executable, "-m", "gpurl.apps.cli", "--quiet", *map(str, args)], cwd=cwd, env=script_env(),
                           capture_output=True, text=True, timeout=600)
 
 @pytest.fixture(scope="module")

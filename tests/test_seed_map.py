@@ -8,8 +8,8 @@ import pytest
 
 from _cli import script_env
 
-from gpurl.timing import Results
-from gpurl.benchpage import SEED_MAP, page_name, render_benchmarks, resolve, seed_map_markdown
+from gpurl.core.timing import Results
+from gpurl.apps.benchpage import SEED_MAP, page_name, render_benchmarks, resolve, seed_map_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "nbs" / "benchmarks" / "h200.json"
@@ -39,7 +39,7 @@ def test_committed_page_is_the_records_page(tmp_path):
     assert all((ROOT / "nbs" / p).is_file() for p in [f"benchmarks/{RECORDS.stem}_{c}.png" for c in Results.load(RECORDS).cases()])
 
 def test_the_command_regenerates_the_page(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "gpurl.benchpage", RECORDS, "--out", tmp_path], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-m", "gpurl.apps.benchpage", RECORDS, "--out", tmp_path], capture_output=True, text=True,
                        timeout=300, cwd=tmp_path, env=script_env())
     assert r.returncode == 0, r.stderr[-3000:]
     assert (tmp_path / "benchmarks.ipynb").read_text() == (ROOT / "nbs" / "benchmarks.ipynb").read_text()

@@ -1,4 +1,4 @@
-"""gpurl_sweep as a user runs it (`python -m gpurl.sweep`, on CPU, tiny markets): a sweep end to end (SQLite file,
+"""gpurl_sweep as a user runs it (`python -m gpurl.run.sweep`, on CPU, tiny markets): a sweep end to end (SQLite file,
 best.json, report, the winner's run); a real SIGINT mid-sweep, then --resume keeps every finished trial and continues
 to N; two worker processes on one SQLite study share N trials with no duplicate trial numbers; on a market without
 signal the winner's deflated Sharpe falls as the trials grow; --markets scores each trial by the mean over synthetic
@@ -17,13 +17,13 @@ SLOW_TRIAL = {"steps_per_epoch": 60}           # a fraction of a second a trial:
 
 
 def _cmd(*args) -> list[str]:
-    return [sys.executable, "-m", "gpurl.sweep", *map(str, args)]
+    return [sys.executable, "-m", "gpurl.run.sweep", *map(str, args)]
 
 def _run(args, cwd, timeout=300) -> subprocess.CompletedProcess:
     return subprocess.run(_cmd(*args), cwd=cwd, env=script_env(), capture_output=True, text=True, timeout=timeout)
 
 def _counted(url: str, name: str) -> list:
-    from gpurl.sweep import counted
+    from gpurl.run.sweep import counted
     return [t for t in optuna.load_study(study_name=name, storage=url).trials if counted(t)]
 
 def _finished_in(db: Path) -> int:
@@ -49,7 +49,7 @@ def test_sweep_end_to_end(tmp_path):
     assert res["deflated"]["n_trials"] == 6 and 0 <= res["deflated"]["dsr"] <= 1
     best = max((t for t in trials if t.state == optuna.trial.TrialState.COMPLETE), key=lambda t: t.value)
     assert json.loads((out / "best.json").read_text()) == best.user_attrs["config"] == res["best_config"]
-    from gpurl.resolve import resolve                                # gpurl_train --config takes best.json
+    from gpurl.run.resolve import resolve   # gpurl_train --config takes best.json
     rc, _ = resolve(algo="mlp", folds=1, train_bars=150, val_bars=50, test_bars=50, epochs=2, device="cpu",
                     config=str(out / "best.json"))
     assert rc.trainer == json.loads((out / "winner" / "config.json").read_text())["trainer"]
@@ -109,7 +109,7 @@ def test_two_workers_share_one_study(tmp_path):
 
 def test_dsr_falls_with_trials_without_signal(tmp_path):
     "On a market with no planted signal, the best of 20 is not called skill; the same returns as the best of 1 score higher."
-    from gpurl.sweep import sweep, deflate_trials
+    from gpurl.run.sweep import sweep, deflate_trials
     sw = sweep(algo="mlp", trials=20, config={"synthetic": {"ar1": 0.0}}, folds=1, train_bars=150, val_bars=50,
                test_bars=50, epochs=2, device="cpu", out=tmp_path / "noise", progress=False)
     d20 = sw.deflated
@@ -147,7 +147,7 @@ def test_markets_end_to_end(tmp_path):
 
 def test_bad_markets_are_one_line_exit_2(tmp_path):
     "A market list with a non-integer or a repeat, or with a --data file: one line on stderr, exit 2, nothing written."
-    from gpurl.data import synthetic_market
+    from gpurl.data.bars import synthetic_market
     m = synthetic_market(300, seed=7, ar1=-0.2)
     m[["open", "high", "low", "close", "volume"]].to_csv(tmp_path / "bars.csv")
     cases = {("--markets", "1,x"): "integers >= 0 separated by commas", ("--markets", "1,3,1"): "seed(s) [1] listed twice",
@@ -178,12 +178,12 @@ def test_bad_input_is_one_line_exit_2(tmp_path):
 
 def test_every_bad_input_names_it(tmp_path):
     "Each bad space file and storage URL (in process, as the command checks them): a one-line UsageError, nothing written."
-    from gpurl.resolve import UsageError
-    from gpurl.sweep import sweep
+    from gpurl.run.resolve import UsageError
+    from gpurl.run.sweep import sweep
     kw = dict(algo="mlp", folds=1, train_bars=150, val_bars=50, test_bars=50, epochs=2, device="cpu", out=tmp_path / "sw")
     cases = [(dict(space=str(tmp_path / name)), msg) for name, (_, msg) in BAD_SPACES.items()]
     cases += [(dict(storage=url, study="s"), msg) for url, msg in BAD_STORAGE.items()]
-    from gpurl.sweep import open_storage, open_study
+    from gpurl.run.sweep import open_storage, open_study
     other = f"sqlite:///{tmp_path / 'other.db'}"                   # a study started with other settings
     open_study(open_storage(other), "s", {"flags": {"algo": "ppo"}, "config": {}, "space": {}, "trials": 3, "epochs": 2}, other)
     cases += [(dict(storage=other, study="s"), "--study s in " + other + " was started with other settings")]
@@ -196,4 +196,4 @@ def test_every_bad_input_names_it(tmp_path):
 
 def test_console_script_declared():
     ini = (ROOT / "settings.ini").read_text()
-    assert "gpurl_sweep=gpurl.sweep:gpurl_sweep" in ini
+    assert "gpurl_sweep=gpurl.run.sweep:gpurl_sweep" in ini

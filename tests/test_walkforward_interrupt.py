@@ -15,13 +15,13 @@ ROOT = Path(__file__).resolve().parents[1]
 COMMON = r'''
 import json, time, torch
 import torch.nn.functional as F
-from gpurl.hardware import seed_everything
-from gpurl.data import synthetic_market, make_features, bar_log_returns
-from gpurl.folds import walk_forward_folds, build_fold
-from gpurl.env import make_observation
-from gpurl.metrics import sharpe_ratio
-from gpurl.env import EnvConfig
-from gpurl.walkforward import DriverConfig, FoldResult, train_walk_forward, validation_metrics
+from gpurl.core.device import seed_everything
+from gpurl.data.bars import synthetic_market, make_features, bar_log_returns
+from gpurl.data.folds import walk_forward_folds, build_fold
+from gpurl.envs.trading import make_observation
+from gpurl.core.metrics import sharpe_ratio
+from gpurl.envs.trading import EnvConfig
+from gpurl.train.walkforward import DriverConfig, FoldResult, train_walk_forward, validation_metrics
 
 torch.set_num_threads(1)                   # same float reductions in both processes
 

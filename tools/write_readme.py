@@ -8,7 +8,7 @@ repository root after executing index.ipynb; tests/test_readme.py checks that RE
 import json, re
 from pathlib import Path
 
-from gpurl.benchpage import page_name
+from gpurl.apps.benchpage import page_name
 
 ROOT = Path(__file__).resolve().parents[1]
 NBS = ROOT / "nbs"
