@@ -14,7 +14,6 @@ extras = {'dev': shlex.split(cfg.get('dev_requirements', '')),
           # peer libraries the tests and benchmarks compare with (quantstats: tear sheets; SB3 + gym-anytrading: the
           # PPO baseline; ncps: liquid networks; pytorch-forecasting: the TFT)
           'peers': ['quantstats', 'stable-baselines3', 'gym-anytrading', 'ncps==1.0.1', 'pytorch-forecasting==1.8.0'],
-          'sweep': ['optuna>=4'],   # gpurl_sweep: hyperparameter search (TPE, median pruning, RDB storage)
           }
 
 setuptools.setup(

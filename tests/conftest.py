@@ -5,7 +5,7 @@ from _docsite import process_notebooks, render_pages
 
 @pytest.fixture(scope="session")
 def docs_site(tmp_path_factory) -> dict:
-    "nbs/ processed by nbdev's docs processor and rendered to HTML: {notebook name: page path}."
+    "nbs/ processed by nbdev's docs processor and rendered to HTML: {notebook path under nbs/ (`rl/02_dqn.ipynb`): page path}."
     return render_pages(process_notebooks(tmp_path_factory.mktemp("docs")))
 
 @pytest.fixture(scope="session")

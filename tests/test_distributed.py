@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpurl.systems.distributed import torchrun_command
+from gpurl.systems.launch import torchrun_command
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "OMP_NUM_THREADS": "1"}
@@ -222,8 +222,8 @@ def test_trainers_have_no_hook_by_default():
     (dict(gpu_ids="0,1", device="cpu"), "CUDA"),
 ])
 def test_launch_usage_errors(kw, message, tmp_path):
-    from gpurl.apps.cli import train
+    from gpurl.apps.cli import main
     from gpurl.run.resolve import UsageError
     with pytest.raises(UsageError, match=re.escape(message)):
-        train(**{"out": str(tmp_path / "r"), "progress": False, **kw})
+        main(**{"out": str(tmp_path / "r"), "progress": False, **kw})
     assert not (tmp_path / "r").exists()                         # checked before anything is written or started

@@ -10,9 +10,9 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from _docsite import NBS, page_name, site_url
+from _docsite import NBS, nb_name, page_name, site_url
 
-SCREENSHOTS = ("index.ipynb", "01_data.ipynb", "03_metrics.ipynb", "10_dqn.ipynb")
+SCREENSHOTS = ("index.ipynb", "data/00_bars.ipynb", "core/07_metrics.ipynb", "rl/02_dqn.ipynb")
 PAGE_FACTS = """return {
   images: Array.from(document.images).map(i => ({src: i.getAttribute('src').slice(0, 60), width: i.naturalWidth})),
   links: Array.from(document.querySelectorAll('a[href]')).map(a => a.getAttribute('href')),
@@ -69,36 +69,36 @@ def browsed(docs_site, tmp_path_factory) -> dict:
     print(f"docs screenshots in {shots}")
     return facts
 
-def _target(href: str, page: Path) -> tuple[Path, str] | None:
-    "The rendered file and (still quoted) anchor an internal link points at (a notebook's means its page); None if external."
-    base = site_url()
-    if href.startswith(base): href = href[len(base):] or "index.html"
+def _target(href: str, page: Path, root: Path) -> tuple[Path, str] | None:
+    "The rendered file and (still quoted) anchor an internal link on `page` of the site in `root` points at (a notebook's means its page); None if external."
+    base, folder = site_url(), page.parent
+    if href.startswith(base): href, folder = href[len(base):] or "index.html", root
     elif urlsplit(href).scheme: return None
     parts = urlsplit(href)
-    path = page if not parts.path else (page.parent / unquote(parts.path))
+    path = page if not parts.path else (folder / unquote(parts.path))
     if path.suffix == ".ipynb": path = path.with_name(page_name(path.name))
     return path, parts.fragment
 
-@pytest.mark.parametrize("nb", [p.name for p in NBS], ids=str)
+@pytest.mark.parametrize("nb", [nb_name(p) for p in NBS], ids=str)
 def test_page_loads_without_console_errors(browsed, nb):
     assert not browsed[nb]["errors"], f"{nb}: console errors: {browsed[nb]['errors']}"
 
-@pytest.mark.parametrize("nb", [p.name for p in NBS], ids=str)
+@pytest.mark.parametrize("nb", [nb_name(p) for p in NBS], ids=str)
 def test_page_needs_no_network(browsed, nb):
     assert not browsed[nb]["external"], f"{nb}: loads from the network: {browsed[nb]['external'][:10]}"
 
-@pytest.mark.parametrize("nb", [p.name for p in NBS], ids=str)
+@pytest.mark.parametrize("nb", [nb_name(p) for p in NBS], ids=str)
 def test_images_have_a_size(browsed, nb):
     broken = [i["src"] for i in browsed[nb]["images"] if not i["width"]]
     assert not broken, f"{nb}: images with no size (missing or undecodable): {broken}"
 
-@pytest.mark.parametrize("nb", [p.name for p in NBS], ids=str)
+@pytest.mark.parametrize("nb", [nb_name(p) for p in NBS], ids=str)
 def test_internal_links_resolve(browsed, docs_site, nb):
     "Anchors compare without case: nbconvert keeps a heading's case in its id, Quarto (and nbdev's doc links) lower it."
     ids = {docs_site[n].resolve(): {i.lower() for i in f["ids"]} for n, f in browsed.items()}
     page, broken, checked = docs_site[nb], [], 0
     for href in browsed[nb]["links"]:
-        target = _target(href, page)
+        target = _target(href, page, docs_site["index.ipynb"].parent)
         if target is None: continue
         path, anchor = target[0].resolve(), target[1]
         checked += 1
@@ -110,5 +110,5 @@ def test_internal_links_resolve(browsed, docs_site, nb):
 def test_the_browser_saw_the_pages(browsed, docs_site):
     "Not vacuous: the plots stored in the notebooks reach the browser as images, and the pages link to each other."
     images = sum(len(f["images"]) for f in browsed.values())
-    links = sum(_target(h, docs_site[n]) is not None for n, f in browsed.items() for h in f["links"])
+    links = sum(_target(h, docs_site[n], docs_site["index.ipynb"].parent) is not None for n, f in browsed.items() for h in f["links"])
     assert len(browsed) == len(NBS) and images >= 10 and links >= 300, (len(browsed), images, links)

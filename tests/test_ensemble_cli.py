@@ -69,22 +69,23 @@ def test_bad_ensemble_input(case, tmp_path):
 def test_interrupted_ensemble_continues(tmp_path, monkeypatch, capsys):
     "Ctrl-C after the second member's first fold; the same call again trains the rest of that member alone, then the ensemble."
     import gpurl.apps.cli as cli
+    import gpurl.run.runner as runner
     from gpurl.run.runensemble import load_ensemble
-    real = cli.save_fold_result
+    real = runner.save_fold_result
     def stop_after_fold0(run_dir, fr, times):
         real(run_dir, fr, times)
         if run_dir.name == "seed1": raise KeyboardInterrupt
     args = dict(algo="dqn", config=TINY["dqn"], folds=2, train_bars=150, val_bars=50, test_bars=50, epochs=2, device="cpu",
                 out=tmp_path / "e", ensemble=2, progress=False, summary=False)
-    monkeypatch.setattr(cli, "save_fold_result", stop_after_fold0)
-    with pytest.raises(KeyboardInterrupt): cli.train(**args)
+    monkeypatch.setattr(runner, "save_fold_result", stop_after_fold0)
+    with pytest.raises(KeyboardInterrupt): cli.main(**args)
     assert f"Continue the ensemble with: gpurl_train --resume {tmp_path / 'e'}" in capsys.readouterr().err
     done = {p: p.stat().st_mtime_ns for p in (tmp_path / "e" / "seed0").rglob("*") if p.is_file()}
     assert (tmp_path / "e" / "seed1" / "folds" / "fold0.json").is_file() and not (tmp_path / "e" / "results.json").exists()
-    monkeypatch.setattr(cli, "save_fold_result", real)
-    ens = cli.train(**args)                                           # the same command again
+    monkeypatch.setattr(runner, "save_fold_result", real)
+    ens = cli.main(**args)                                           # the same command again
     assert ens.complete and list(ens.table().index) == ["seed0", "seed1", "ensemble"]
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "e" / "seed0").rglob("*") if p.is_file()} == done   # not retrained
     assert [(m["fold"], m["epoch"]) for m in map(json.loads, (tmp_path / "e" / "seed1" / "metrics.jsonl").read_text().splitlines())] \
         == [(0, 0), (0, 1), (1, 0), (1, 1)]
-    assert cli.train(resume=tmp_path / "e", progress=False, summary=False).table().equals(load_ensemble(tmp_path / "e").table())
+    assert cli.main(resume=tmp_path / "e", progress=False, summary=False).table().equals(load_ensemble(tmp_path / "e").table())

@@ -1,4 +1,4 @@
-"""No look-ahead, end to end, through the path a user runs: bars in a CSV file, `gpurl.apps.cli.train` (what `gpurl_train`
+"""No look-ahead, end to end, through the path a user runs: bars in a CSV file, `gpurl.train` (what `gpurl_train`
 runs), the run directory read back with `gpurl.run.record.load_run`, and the folds rebuilt by `gpurl.run.rundir` / `gpurl.data.folds`.
 
 The design rules under test: features are causal and normalised on the training fold only; a trainer never sees test
@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from _cli import TINY
-from gpurl.apps.cli import train
+from gpurl import resolve, train
 from gpurl.run.resolve import resolve
 from gpurl.data.bars import calendar_features, load_ohlcv, synthetic_market
 from gpurl.core.metrics import IGNORE_INDEX
@@ -58,8 +58,9 @@ def _csv(bars: pd.DataFrame, path) -> str:
 
 def _train(algo: str, csv: str, out) -> Run:
     "`gpurl_train` of `algo` on the bars of `csv`, two folds, early stopping on, into `out`."
-    return train(algo=algo, data=csv, config={**CONFIGS[algo], "driver": DRIVER}, **FOLD, epochs=EPOCHS, seed=SEED,
-                 cost_bps=COST_BPS, device="cpu", out=out, progress=False, summary=False)
+    plan = resolve(algo=algo, data=csv, config={**CONFIGS[algo], "driver": DRIVER}, **FOLD, epochs=EPOCHS, seed=SEED,
+                   cost_bps=COST_BPS, device="cpu")
+    return train(*plan, out=out, progress=False, summary=False)
 
 @pytest.fixture(scope="module", params=ALGOS)
 def family(request, tmp_path_factory):

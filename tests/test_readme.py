@@ -1,5 +1,5 @@
 """The README is the docs home (nbs/index.ipynb) as tools/write_readme.py writes it, with the same two commands, and CI runs the README's test command."""
-import json, re
+import json, os, re, subprocess, sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,4 +40,14 @@ def test_readme_is_written_from_the_docs_home(readme_writer):
     "README.md is what tools/write_readme.py makes of nbs/index.ipynb (its text, outputs and repository links)."
     readme = readme_writer.render()
     assert (ROOT / "README.md").read_text() == readme, "README.md is stale: run python tools/write_readme.py"
-    assert "](learner.html)" not in readme and "](nbs/08a_learner.ipynb)" in readme
+    assert "](rl/learner.html)" not in readme and "](nbs/rl/01_learner.ipynb)" in readme
+
+def test_readme_python_example_runs(tmp_path):
+    "The README's Python example, verbatim, in a fresh process: it trains, reads the run back and acts with a checkpoint."
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S) if "from gpurl import" in b]
+    assert len(blocks) == 1, "one Python example of the top-level API in the README"
+    code = blocks[0] + "\nassert actions.shape == (1,) and actions.dtype == torch.int64 and 0 <= int(actions) < policy.n_actions\n"
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=900,
+                       env={**os.environ, "GPURL_DEVICE": "cpu", "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (tmp_path / "runs" / "ppo-first" / "results.json").is_file() and "stitched test folds" in r.stdout

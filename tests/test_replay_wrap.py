@@ -3,7 +3,7 @@ in which the ring first overwrites a row, and of the first epoch wholly after it
 in every default fold (with IS weights normalised by the buffer's minimum priority it rose 1.4-2.6x; gpurl.envs.replay)."""
 import json
 
-from gpurl.apps.cli import train
+from gpurl import resolve, train
 from gpurl.infer.policy import get_model
 
 EPOCHS = 14      # the default run's ring (20,000 transitions, 1,600 an epoch after a 368-transition warm-up) wraps in epoch 12
@@ -12,8 +12,9 @@ EPOCHS = 14      # the default run's ring (20,000 transitions, 1,600 an epoch af
 def test_loss_through_first_wrap(tmp_path):
     capacity = get_model("dqn").quickstart["replay_capacity"]
     # early stopping and LR plateaus off (every fold reaches the wrap, at the default learning rate); no resume states
-    run = train(algo="dqn", device="cpu", epochs=EPOCHS, config={"driver": {"patience": 0, "plateau_patience": 0, "last_state_every": 0, "periodic_every": 0}},
-                out=tmp_path / "run", progress=False, summary=False)
+    plan = resolve(algo="dqn", device="cpu", epochs=EPOCHS,
+                   config={"driver": {"patience": 0, "plateau_patience": 0, "last_state_every": 0, "periodic_every": 0}})
+    run = train(*plan, out=tmp_path / "run", progress=False, summary=False)
     rows = [json.loads(line) for line in (run.path / "metrics.jsonl").read_text().splitlines()]
     folds = sorted({r["fold"] for r in rows})
     assert folds == [0, 1, 2], folds

@@ -1,5 +1,5 @@
 """The docs home's seed map and the benchmarks page against what they describe: every public name the map lists
-imports, every notebook it links exists, the README carries the map's current table, and the committed benchmarks
+imports, every notebook it links exists and is linked to its docs page, the README carries the map's current table, and the committed benchmarks
 page is exactly the page `gpurl_benchpage` writes from the committed records."""
 import subprocess, sys
 from pathlib import Path
@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from _cli import script_env
+from _docsite import page_name
 
 from gpurl.core.timing import Results
-from gpurl.apps.benchpage import SEED_MAP, page_name, render_benchmarks, resolve, seed_map_markdown
+from gpurl.apps.benchpage import SEED_MAP, render_benchmarks, resolve, seed_map_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "nbs" / "benchmarks" / "h200.json"
@@ -21,7 +22,7 @@ def test_every_public_name_imports(name):
 @pytest.mark.parametrize("stem", sorted({s for row in SEED_MAP for s in row.notebooks}))
 def test_every_notebook_exists(stem):
     assert (ROOT / "nbs" / f"{stem}.ipynb").is_file(), stem
-    assert f"[{stem}]({page_name(stem)})" in seed_map_markdown(Results.load(RECORDS))
+    assert f"[{stem}]({page_name(stem + '.ipynb')})" in seed_map_markdown(Results.load(RECORDS))
 
 def test_every_pick_finds_its_record():
     results = Results.load(RECORDS)
@@ -30,7 +31,7 @@ def test_every_pick_finds_its_record():
 
 def test_readme_carries_the_current_map(readme_writer):
     readme_map = readme_writer.repo_links(seed_map_markdown(Results.load(RECORDS)))     # as the README writer links it
-    assert "[08a_learner](nbs/08a_learner.ipynb)" in readme_map and readme_map in (ROOT / "README.md").read_text()
+    assert "[rl/01_learner](nbs/rl/01_learner.ipynb)" in readme_map and readme_map in (ROOT / "README.md").read_text()
 
 def test_committed_page_is_the_records_page(tmp_path):
     page = render_benchmarks(Results.load(RECORDS), tmp_path, stem=RECORDS.stem, charts=False)

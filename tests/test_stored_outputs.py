@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-NBS = sorted(p for p in (ROOT / "nbs").glob("*.ipynb") if not p.name.startswith("_"))
+from _docsite import NBS, ROOT, nb_name
+
 PLOTS = re.compile(r"\bplt\.|\.plot\(|\bplot_\w+\(|\.imshow\(|\.hist\(")
 SKIPPED = {"gpu", "slow", "notest"}                       # settings.ini's tst_flags: not run on CPU, nothing stored
 
@@ -21,12 +21,12 @@ def _plot_cells(nb_path: Path):
         if "#| output: false" in src: continue                # draws only to test the plot's data
         if PLOTS.search(src) and not src.lstrip().startswith(("def ", "class ", "@")): yield i, c
 
-@pytest.mark.parametrize("nb_path", NBS, ids=lambda p: p.name)
+@pytest.mark.parametrize("nb_path", NBS, ids=nb_name)
 def test_plot_cells_have_stored_images(nb_path):
     missing = [f"cell {i}: {''.join(c['source']).splitlines()[0][:60]}" for i, c in _plot_cells(nb_path)
                if not any("image/png" in o.get("data", {}) for o in c.get("outputs", []))]
-    assert not missing, (f"{nb_path.name}: plot cells without a stored image (run python tools/execute_notebooks.py "
-                         f"nbs/{nb_path.name}, then nbdev_clean): {missing}")
+    assert not missing, (f"{nb_name(nb_path)}: plot cells without a stored image (run python tools/execute_notebooks.py "
+                         f"nbs/{nb_name(nb_path)}, then nbdev_clean): {missing}")
 
 
 def test_source_links_point_at_their_definitions():

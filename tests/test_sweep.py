@@ -1,4 +1,4 @@
-"""gpurl_sweep as a user runs it (`python -m gpurl.run.sweep`, on CPU, tiny markets): a sweep end to end (SQLite file,
+"""gpurl_sweep as a user runs it (`python -m gpurl.apps.sweep`, on CPU, tiny markets): a sweep end to end (SQLite file,
 best.json, report, the winner's run); a real SIGINT mid-sweep, then --resume keeps every finished trial and continues
 to N; two worker processes on one SQLite study share N trials with no duplicate trial numbers; on a market without
 signal the winner's deflated Sharpe falls as the trials grow; --markets scores each trial by the mean over synthetic
@@ -17,7 +17,7 @@ SLOW_TRIAL = {"steps_per_epoch": 60}           # a fraction of a second a trial:
 
 
 def _cmd(*args) -> list[str]:
-    return [sys.executable, "-m", "gpurl.run.sweep", *map(str, args)]
+    return [sys.executable, "-m", "gpurl.apps.sweep", *map(str, args)]
 
 def _run(args, cwd, timeout=300) -> subprocess.CompletedProcess:
     return subprocess.run(_cmd(*args), cwd=cwd, env=script_env(), capture_output=True, text=True, timeout=timeout)
@@ -196,4 +196,4 @@ def test_every_bad_input_names_it(tmp_path):
 
 def test_console_script_declared():
     ini = (ROOT / "settings.ini").read_text()
-    assert "gpurl_sweep=gpurl.run.sweep:gpurl_sweep" in ini
+    assert "gpurl_sweep=gpurl.apps.sweep:gpurl_sweep" in ini

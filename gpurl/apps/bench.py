@@ -36,8 +36,7 @@ from ..rl.ppo import PpoTrainer, PpoConfig
 from ..infer.policy import get_model
 from ..run.rundir import RunData
 from ..systems.distributed import Worker, data_parallel
-from .cli import run_console
-from ..run.resolve import UsageError
+from ..run.resolve import UsageError, run_console
 
 # %% auto #0
 __all__ = ['CASES', 'HEADS', 'SEQUENCE_MODELS', 'WIDTH_SWEEPS', 'PEERS', 'case', 'run', 'synthetic_splits', 'NaiveBatchedEnv',

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 from fastcore.script import call_parse
 from ..core.timing import Record, Results, figure_text, in_unit, measured_on, shape_text
-from .cli import run_console
-from ..run.resolve import UsageError
+from ..run.resolve import UsageError, run_console
 
 # %% auto #0
 __all__ = ['H200', 'FLOORS', 'SEED_MAP', 'load_records', 'Peaks', 'kernel_count', 'in_graph', 'launch_floor', 'env_step_floor',
@@ -374,9 +373,9 @@ SEED_MAP: list[SeedRow] = [
             ("gpurl.core.precision.align_to_tensor_cores",),
             quote="not measured: hidden widths are rounded up to 16 bytes of elements (250 -> 256 in bf16, 61 -> 64 in fp32)"),
     SeedRow("NCCL multi-GPU: data-parallel training through torchrun",
-            ("systems/03_distributed",),
-            ("gpurl.systems.distributed.data_parallel", "gpurl.systems.distributed.NcclGradientSync", "gpurl.systems.distributed.launch",
-             "gpurl.systems.distributed.torchrun_command"),
+            ("systems/03_distributed", "systems/04_launch"),
+            ("gpurl.systems.distributed.data_parallel", "gpurl.systems.distributed.NcclGradientSync", "gpurl.systems.launch.TorchrunJob",
+             "gpurl.systems.launch.torchrun_command"),
             (Pick("distributed", "ppo epoch + validation", "world-size-1 replica"),),
             quote="scaling over several GPUs not measured (one-GPU machine)"),
     SeedRow("Parallel ensemble inference",
@@ -394,8 +393,9 @@ SEED_MAP: list[SeedRow] = [
 
 # %% ../../nbs/apps/02_benchpage.ipynb #2f1d77df
 def page_name(stem: str) -> str:
-    "The docs page of notebook `stem`, as nbdev names it: the number prefix dropped, lower case, `.html` (`rl/01_learner` -> `learner.html`)."
-    return re.sub(r"^\d+[a-zA-Z0-9]*_", "", stem.lower()) + ".html"
+    "The docs page of notebook `stem` (its path under nbs/), as nbdev names it: the folder kept, the file's number prefix dropped, lower case, `.html` (`rl/01_learner` -> `rl/learner.html`)."
+    folder, _, name = stem.rpartition("/")
+    return (f"{folder}/" if folder else "") + re.sub(r"^\d+[a-zA-Z0-9]*_", "", name.lower()) + ".html"
 
 def resolve(name: str):
     "The object an import path names (`gpurl.rl.learner.RainbowLearner`, `gpurl.seq.supervised.SupervisedTrainer.auto_batch_size`): the longest importable module, then attributes."

@@ -4,144 +4,84 @@
 
 # %% ../../nbs/apps/00_cli.ipynb #f71bd039
 from __future__ import annotations
-import datetime, json, os, shlex, signal, sys, tempfile, time
-from functools import partial
-from typing import Callable
+import os
 from pathlib import Path
 
 import torch
-from torch import Tensor
-from fastcore.script import call_parse, is_cli
-from tqdm import tqdm
+from fastcore.script import call_parse
 
-from ..core.device import default_device, seed_everything
-from ..core.config import json_safe
-from ..data.bars import feature_names, RETURN_COLUMN
-from ..data.folds import build_fold
-from ..core.metrics import performance_summary
-from ..train.walkforward import DriverConfig, FoldResult, train_walk_forward
+from ..core.device import default_device
 from ..infer.policy import get_model
-from ..run.rundir import RunConfig, RunData, load_fold_results, save_fold_result, write_json
+from ..systems.distributed import MultiGpuConfig, init_worker, rank_config, restart_count, torchrun_worker
+from ..systems.launch import TorchrunJob, WorkerFailure, worker_args
 from ..run.record import Run, load_run
-from ..run.report import write_report
-from ..run.resume import (ResumePoint, last_state_epochs, remove_orphans, resume_point, set_aside, truncate_metrics)
-from ..run.runensemble import ENSEMBLE_FILE, EnsembleRun, member_dir, member_seeds, write_ensemble
-from ..systems.distributed import (MultiGpuConfig, Worker, WorkerFailure, data_parallel, discard_checkpoint, init_worker, launch, rank_config, restart_count, torchrun_command, torchrun_worker)
-from ..run.resolve import (UsageError, check_arg, flag_name, is_flag_type, parse_gpu_ids, probe_trainer, read_config_json, resolve, resolve_device)
+from ..run.runensemble import EnsembleRun
+from ..run.resolve import (UsageError, check_arg, flag_name, parse_gpu_ids, probe_trainer, read_config_json, resolve,
+                               resolve_device, run_console)
+from ..run import runner
 
 # %% auto #0
-__all__ = ['train', 'run_console', 'gpurl_train']
+__all__ = ['main', 'gpurl_train']
 
-# %% ../../nbs/apps/00_cli.ipynb #f04ad438
-def _new_run_dir(algo: str, out) -> Path:
-    "Where a new run goes (checked, not created): --out, or runs/<algo>-<timestamp> (made unique)."
-    if out is None:
-        base = Path("runs") / f"{algo}-{time.strftime('%Y%m%d-%H%M%S')}"
-        p, i = base, 1
-        while p.exists(): i += 1; p = base.with_name(f"{base.name}-{i}")
+# %% ../../nbs/apps/00_cli.ipynb #8286a5a3
+def _continue_only(resume, out, plan: dict, file: str) -> None:
+    "A UsageError when a --resume request also names settings: the run continues with those in its `file`."
+    if out is not None: raise UsageError(f"--resume {resume} continues that directory: drop --out {out}")
+    extra = [flag_name(k) for k, v in plan.items() if v is not None]
+    if extra: raise UsageError(f"--resume continues {resume} with the settings in its {file}: drop {', '.join(extra)} "
+                               "(only --device and --gpu_ids may change)")
+
+def _ensemble(plan: dict, k, out, resume, device, gpu_ids, progress: bool, summary: bool, job: dict) -> EnsembleRun:
+    "--ensemble K (or --resume of an ensemble): its members train one after another in this process, on one device."
+    many = [flag_name(n) for n, v in job.items() if v is not None] + (["--gpu_ids"] if len(parse_gpu_ids(gpu_ids)) > 1 else [])
+    if many or torchrun_worker():
+        raise UsageError(f"--ensemble trains its members one after another on one device: drop {', '.join(many) or 'torchrun'} "
+                         "(use --device, or one id in --gpu_ids)")
+    if resume is None:
+        k = runner.ensemble_size(k)
+        rc, data = resolve(**plan, device=device, gpu_ids=gpu_ids)
+        return runner.train_ensemble(rc, k, data, out=out, progress=progress, summary=summary)
+    _continue_only(resume, out, plan, "ensemble.json")
+    if not runner.is_ensemble(resume): raise UsageError(f"--resume {resume} is a single run: drop --ensemble to continue it")
+    seeds = runner.ensemble_spec(resume)["seeds"]
+    if k is not None and runner.ensemble_size(k) != len(seeds):
+        raise UsageError(f"--resume {resume} is an ensemble of {len(seeds)} seeds, not {k}: drop --ensemble")
+    return runner.resume(resume, device=device, gpu_ids=gpu_ids, progress=progress, summary=summary)
+
+def _worker(plan: dict, out, resume, device, progress: bool, summary: bool) -> Run:
+    "Inside a torchrun worker: join the job (gloo with --device cpu, else NCCL on cuda:LOCAL_RANK) and train this rank's share."
+    kind = torch.device(device).type if device is not None else default_device().type
+    worker = init_worker(kind, _distributed_settings(plan["config"]))
+    if resume is None and out is not None and restart_count() and (Path(out) / "config.json").is_file():
+        resume, out = out, None                           # torchrun restarted the job: continue it
+    if resume is not None:
+        run = runner.resume(resume, device=str(worker.device), progress=progress, summary=summary, worker=worker)
     else:
-        if not isinstance(out, (str, os.PathLike)) or str(out) == "": raise UsageError(f"--out must be a directory path, got {out!r}")
-        p = Path(out)
-        if p.exists() and (not p.is_dir() or any(p.iterdir())):
-            raise UsageError(f"--out {out} already exists: pick a new name, or continue that run with --resume {out}")
-    anc = p.parent
-    while not anc.exists(): anc = anc.parent
-    if not anc.is_dir() or not os.access(anc, os.W_OK):
-        raise UsageError(f"--out {p}: cannot create it under {anc} (not a writable directory); pick another --out")
-    return p
-
-# %% ../../nbs/apps/00_cli.ipynb #e80c1903
-def _execute(rc: RunConfig, data: RunData, run_dir: Path, completed: list[FoldResult], resume_state: Path | None,
-             progress: bool, worker: Worker | None = None) -> Run:
-    "Train the unfinished folds through the walk-forward driver, write results.json and the report; returns the Run."
-    main = worker is None or worker.is_main             # under torchrun rank 0 alone writes the run directory
-    trainer_cls, tcfg = get_model(rc.algo).trainer, rc.trainer_config()
-    folds = rc.fold_list()
-    if main:
-        (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True); (run_dir / "folds").mkdir(exist_ok=True)
-        remove_orphans(run_dir)
-        write_json(run_dir / "hyperparams.json", rc.hyperparams())
-        truncate_metrics(run_dir, len(completed), last_state_epochs(resume_state))
-    template = str(run_dir / "checkpoints").replace("{", "{{").replace("}", "}}") + "/fold{fold}_{kind}.safetensors"
-    sources = [partial(rc.fold_splits, data, f) for f in folds]
-    seed_everything(rc.seed)
-    epoch_bars = progress and sys.stderr.isatty()      # into a log file: the one fold bar, a line per fold
-    bar = tqdm(total=rc.folds, initial=len(completed), desc=f"{rc.algo} walk-forward", unit="fold", disable=not progress,
-               dynamic_ncols=True)
-    mf = open(run_dir / "metrics.jsonl", "a") if main else None
-    def on_epoch_end(fold: int, epoch: int, m: dict) -> None:
-        row = {"fold": fold, "epoch": epoch, **{k: v for k, v in m.items() if k != "epoch"},
-               "time": datetime.datetime.now().isoformat(timespec="milliseconds")}
-        mf.write(json.dumps(json_safe(row), allow_nan=False) + "\n"); mf.flush(); os.fsync(mf.fileno())
-    def on_fold_end(fr: FoldResult) -> None:
-        save_fold_result(run_dir, fr, data.times)
-        shown = ((("test_sharpe", fr.test.get("sharpe")), ("buy_hold", fr.test_buy_and_hold.get("sharpe"))) if rc.priced else
-                 (("test_f1", fr.test.get("f1")), ("majority_f1", fr.test.get("majority_f1"))))
-        bar.set_postfix({k: f"{v:.2f}" for k, v in shown if v is not None}, refresh=False)
-        bar.update(1)
-    threads = torch.get_num_threads()
-    if torch.device(rc.device).type == "cpu" and "OMP_NUM_THREADS" not in os.environ: torch.set_num_threads(1)
-    try:
-        factory = partial(trainer_cls, tcfg) if worker is None else data_parallel(trainer_cls, tcfg, worker)
-        wf = train_walk_forward(factory, sources, template if main else discard_checkpoint, device=rc.device,
-                                progress=epoch_bars, on_epoch_end=on_epoch_end if main else None,
-                                on_fold_end=on_fold_end if main else None, completed=completed,
-                                resume_state=resume_state, driver=DriverConfig.from_dict(rc.driver))
-    finally:
-        if mf is not None: mf.close()
-        bar.close(); torch.set_num_threads(threads)
-    if not main:
-        worker.barrier(); return load_run(run_dir)      # rank 0 writes results.json and the report meanwhile
-    run = load_run(run_dir)
-    ppy, how = rc.annualisation()
-    res = {"run": run.name, "algo": rc.algo, "complete": True, "priced": rc.priced, "periods_per_year": ppy,
-           "periods_per_year_how": how, "bar_usage": rc.data_info.get("bar_usage"),
-           "table": run.table().reset_index().to_dict("records"), **wf.to_dict()}
-    if rc.priced: res.update(test_excess=run.excess(), trials=run.deflated_test_sharpe(),
-                             planted_rule=_planted_rule(rc, data.features, data.log_returns))
-    else: res["classification"] = run.classification()
-    write_json(run_dir / "results.json", res)
-    run = load_run(run_dir)
-    write_report(run)
-    if worker is not None: worker.barrier()
+        run = runner.train(*resolve(**plan, device=str(worker.device)), out=out, progress=progress, summary=summary, worker=worker)
+    worker.close()
     return run
 
-# %% ../../nbs/apps/00_cli.ipynb #5a0e9c26
-def _planted_rule(rc: RunConfig, feats: Tensor, rets: Tensor) -> dict | None:
-    "Synthetic data: the rule that knows the planted mechanism (bet ar1 x last return), on the same test bars and costs."
-    ar1, env = rc.synthetic["ar1"], rc.trainer_config().env
-    if rc.data != "synthetic" or ar1 == 0: return None
-    j = (env.window - 1) * len(feature_names()) + RETURN_COLUMN   # newest row's one-bar return
-    levels = torch.tensor(env.positions)
-    rule = lambda obs: ar1 * obs[:, j:j + 1] * levels.to(obs)         # score of a level: its expected return
-    bts = [env.backtest(rule, build_fold(feats, rets, f).test) for f in rc.fold_list()]
-    r, p = torch.cat([b.returns for b in bts]), torch.cat([b.positions for b in bts])
-    return {"folds": [b.metrics["sharpe"] for b in bts], "test": performance_summary(r, p, env.periods_per_year)}
-
-# %% ../../nbs/apps/00_cli.ipynb #f0309ded
-def _plan_resume(resume, device, gpu_ids, others: dict) -> tuple[RunConfig, RunData, Path, list[FoldResult], ResumePoint]:
-    "Check a --resume request (run directory, same data, device) and find where to continue; writes nothing."
-    extra = [flag_name(k) for k, v in others.items() if v is not None]
-    if extra: raise UsageError(f"--resume continues {resume} with the settings in its config.json: drop {', '.join(extra)} "
-                               "(only --device and --gpu_ids may change)")
-    p = Path(resume)
-    if not (p / "config.json").is_file():
-        raise UsageError(f"--resume {resume}: not a gpurl_train run directory (no config.json); pass the --out directory of a run")
-    try: rc = RunConfig.from_dict(json.loads((p / "config.json").read_text()))
-    except (ValueError, TypeError) as e: raise UsageError(f"--resume {resume}: unreadable config.json ({e})") from None
-    if device is None and gpu_ids is None:
-        dev = torch.device(rc.device)
-        if dev.type == "cuda" and (not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()):
-            raise UsageError(f"--resume {resume}: the run trained on {rc.device}, which this machine lacks; add --device cpu "
-                             "(or another device) to continue here")
-        ids = rc.gpu_ids
-    else: dev, ids = resolve_device(device, gpu_ids)
-    rc.device, rc.gpu_ids = str(dev), ids
-    try: data = rc.load_data()
-    except ValueError as e: raise UsageError(f"--resume {resume}: {e}") from None
-    point = resume_point(p, rc.folds)
-    done, _ = load_fold_results(p, point.done)
-    return rc, data, p, done, point
+def main(algo: str | None = None, data: str | None = None, config: str | dict | None = None, folds: int | None = None,
+         train_bars: int | None = None, val_bars: int | None = None, test_bars: int | None = None,
+         embargo: int | None = None, cost_bps: float | None = None, epochs: int | None = None, seed: int | None = None,
+         device: str | None = None, gpu_ids: str | list | None = None, out: str | os.PathLike | None = None,
+         resume: str | os.PathLike | None = None, date_col: str | None = None, progress: bool = True,
+         summary: bool = True, nproc_per_node: int | None = None, nnodes: str | int | None = None,
+         rdzv_endpoint: str | None = None, max_restarts: int | None = None,
+         ensemble: int | str | None = None) -> Run | EnsembleRun | None:
+    "gpurl_train with its flags as keywords (None: the default): a run, a resumed run, an ensemble, or a torchrun job of one."
+    plan = dict(algo=algo, data=data, config=config, folds=folds, train_bars=train_bars, val_bars=val_bars,
+                test_bars=test_bars, embargo=embargo, cost_bps=cost_bps, epochs=epochs, seed=seed, date_col=date_col)
+    job = dict(nproc_per_node=nproc_per_node, nnodes=nnodes, rdzv_endpoint=rdzv_endpoint, max_restarts=max_restarts)
+    if ensemble is not None or runner.is_ensemble(resume):
+        return _ensemble(plan, ensemble, out, resume, device, gpu_ids, progress, summary, job)
+    if torchrun_worker(): return _worker(plan, out, resume, device, progress, summary)
+    if any(v is not None for v in job.values()) or len(parse_gpu_ids(gpu_ids)) > 1:
+        return _launch(plan, device, gpu_ids, out, resume, progress, job)
+    if resume is not None:
+        _continue_only(resume, out, plan, "config.json")
+        return runner.resume(resume, device=device, gpu_ids=gpu_ids, progress=progress, summary=summary)
+    return runner.train(*resolve(**plan, device=device, gpu_ids=gpu_ids), out=out, progress=progress, summary=summary)
 
 # %% ../../nbs/apps/00_cli.ipynb #dde3785e
 def _distributed_settings(config) -> MultiGpuConfig:
@@ -149,214 +89,37 @@ def _distributed_settings(config) -> MultiGpuConfig:
     try: return MultiGpuConfig.from_dict(read_config_json(config).get("distributed", {}))
     except (ValueError, TypeError) as e: raise UsageError(f"--config {config}: 'distributed' section: {e}") from None
 
-def _join_job(config, device) -> Worker:
-    "Inside a torchrun worker: join the job's process group (gloo with --device cpu, else NCCL on cuda:LOCAL_RANK)."
-    kind = torch.device(device).type if device is not None else default_device().type
-    return init_worker(kind, _distributed_settings(config))
+def _check_ranks(rc, job: TorchrunJob, config) -> None:
+    "Every rank's share of the run (strong scaling splits batch and envs by the world size), when the world size is known."
+    if job.world_size is None: return                    # an elastic job: known when it starts
+    try: rank_config(rc.trainer_config(), get_model(rc.algo).trainer.data_parallel_fields, job.world_size, 0,
+                     _distributed_settings(config).scaling)
+    except (ValueError, TypeError) as e: raise UsageError(str(e)) from None
 
-def _worker_args(flags: dict) -> list[str]:
-    "gpurl_train's flags for the workers: every given setting as --name value (a config dict as a JSON file)."
-    args = []
-    for k, v in flags.items():
-        if isinstance(v, dict):
-            fd, path = tempfile.mkstemp(prefix="gpurl-config-", suffix=".json")
-            with os.fdopen(fd, "w") as f: json.dump(v, f)
-            v = path
-        if v is True: args.append(flag_name(k))
-        elif v is not None and v is not False: args += [flag_name(k), str(v)]
-    return args
-
-def _launch(flags: dict, date_col, device, gpu_ids, out, resume, progress: bool, nproc_per_node=None, nnodes=None,
-            rdzv_endpoint=None, max_restarts=None) -> Run | None:
-    "Check the run here, then start torchrun with one gpurl_train worker per GPU (or --nproc_per_node CPU workers)."
-    check_arg("nproc_per_node", nproc_per_node, (int, None), 1); check_arg("max_restarts", max_restarts, (int, None), 0)
-    check_arg("rdzv_endpoint", rdzv_endpoint, (str, None))
-    nodes = "1" if nnodes is None else str(nnodes)
-    if not all(p.isdigit() and int(p) >= 1 for p in nodes.split(":")) or nodes.count(":") > 1:
-        raise UsageError(f"--nnodes must be a number of machines such as 2, or MIN:MAX such as 1:4, got {nnodes!r}")
-    if nodes != "1" and rdzv_endpoint is None:
-        raise UsageError(f"--nnodes {nodes}: the machines meet at a rendezvous: add --rdzv_endpoint HOST:PORT (one machine's address)")
-    if nodes != "1" and out is None and resume is None:
-        raise UsageError("--nnodes > 1: every machine must name the same run directory: add --out DIR (a shared filesystem)")
+def _launch(plan: dict, device, gpu_ids, out, resume, progress: bool, job: dict) -> Run | None:
+    "Check the job and the run here, then start torchrun with one gpurl_train worker per GPU (or per --nproc_per_node CPU worker)."
+    check_arg("nproc_per_node", job["nproc_per_node"], (int, None), 1); check_arg("max_restarts", job["max_restarts"], (int, None), 0)
+    check_arg("rdzv_endpoint", job["rdzv_endpoint"], (str, None))
     dev, ids = resolve_device(device, gpu_ids)
-    visible = list(MultiGpuConfig.detect(ids or None).devices) if dev.type == "cuda" else []
-    n = nproc_per_node if nproc_per_node is not None else max(len(visible), 1)
-    if ids and nproc_per_node is not None and nproc_per_node != len(ids):
-        raise UsageError(f"--nproc_per_node {nproc_per_node} and --gpu_ids {gpu_ids} disagree: one worker per listed GPU; drop one")
-    if dev.type == "cuda" and n > len(visible):
-        raise UsageError(f"--nproc_per_node {n} needs {n} GPUs, this machine shows {len(visible)}: lower it, or use --device cpu")
-    mgc = _distributed_settings(flags["config"])
+    try: tj = TorchrunJob.plan(dev.type == "cuda", ids, **job)
+    except ValueError as e: raise UsageError(str(e)) from None
+    if tj.nnodes != "1" and out is None and resume is None:
+        raise UsageError("--nnodes > 1: every machine must name the same run directory: add --out DIR (a shared filesystem)")
     if resume is None:
-        rc, data = resolve(**flags, device=str(dev), gpu_ids=None, date_col=date_col)
-        run_dir = _new_run_dir(rc.algo, out) if nodes == "1" else Path(out)   # machines: rank 0's worker checks it
+        rc, data = resolve(**plan, device=str(dev), gpu_ids=None)
+        run_dir = runner.new_run_dir(rc.algo, out) if tj.nnodes == "1" else Path(out)   # machines: rank 0's worker checks it
         probe_trainer(rc, data)
-        if nodes.isdigit():                              # the world size is known: check the per-rank configs now
-            try: rank_config(rc.trainer_config(), n * int(nodes), 0, mgc.scaling)
-            except (ValueError, TypeError) as e: raise UsageError(str(e)) from None
+        _check_ranks(rc, tj, plan["config"])
         where = ["--out", str(run_dir)]
     else:
-        if out is not None: raise UsageError(f"--resume {resume} continues that directory: drop --out {out}")
-        run_dir = _plan_resume(resume, str(dev), None, {**flags, "date_col": date_col})[2]
+        _continue_only(resume, out, plan, "config.json")
+        run_dir = runner.plan_resume(resume, str(dev))[2]
         where = ["--resume", str(run_dir)]
-    kind = "cuda" if dev.type == "cuda" else "cpu"
-    args = ["-m", "gpurl.apps.cli", *_worker_args({**flags, "date_col": date_col}), *where, "--device", kind,
-            *([] if progress else ["--quiet"])]
-    names = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if os.environ.get("CUDA_VISIBLE_DEVICES") else None
-    env = {"CUDA_VISIBLE_DEVICES": ",".join(names[i] if names else str(i) for i in (ids or range(n)))} if kind == "cuda" else {}
-    launch(torchrun_command(args, nproc_per_node=n, nnodes=nodes, rdzv_endpoint=rdzv_endpoint,
-                            max_restarts=max_restarts or 0), env)
+    tj.start(["-m", "gpurl.apps.cli", *worker_args(plan), *where, "--device", "cuda" if tj.cuda else "cpu",
+              *([] if progress else ["--quiet"])])
     return load_run(run_dir) if (run_dir / "results.json").is_file() else None    # another machine's rank 0: no copy here
 
-# %% ../../nbs/apps/00_cli.ipynb #8286a5a3
-def train(algo: str | None = None, data: str | None = None, config: str | dict | None = None, folds: int | None = None,
-          train_bars: int | None = None, val_bars: int | None = None, test_bars: int | None = None,
-          embargo: int | None = None, cost_bps: float | None = None, epochs: int | None = None, seed: int | None = None,
-          device: str | None = None, gpu_ids: str | list | None = None, out: str | os.PathLike | None = None,
-          resume: str | os.PathLike | None = None, date_col: str | None = None, progress: bool = True,
-          summary: bool = True, nproc_per_node: int | None = None, nnodes: str | int | None = None,
-          rdzv_endpoint: str | None = None, max_restarts: int | None = None,
-          ensemble: int | str | None = None) -> Run | EnsembleRun | None:
-    "Run gpurl_train from Python (same arguments as the flags; None = default); returns the finished Run (with `ensemble`: the EnsembleRun)."
-    flags = dict(algo=algo, data=data, config=config, folds=folds, train_bars=train_bars, val_bars=val_bars,
-                 test_bars=test_bars, embargo=embargo, cost_bps=cost_bps, epochs=epochs, seed=seed)
-    job = dict(nproc_per_node=nproc_per_node, nnodes=nnodes, rdzv_endpoint=rdzv_endpoint, max_restarts=max_restarts)
-    if ensemble is not None or _is_ensemble(resume):
-        return _train_ensemble(flags, ensemble, out, resume, device, gpu_ids, date_col, progress, summary, job)
-    worker = _join_job(config, device) if torchrun_worker() else None
-    if worker is not None:
-        device, gpu_ids = str(worker.device), None
-        if resume is None and out is not None and restart_count() and (Path(out) / "config.json").is_file():
-            resume, out, date_col, flags = out, None, None, dict.fromkeys(flags)   # torchrun restarted the job: continue it
-    elif any(v is not None for v in job.values()) or len(parse_gpu_ids(gpu_ids)) > 1:
-        return _launch(flags, date_col, device, gpu_ids, out, resume, progress, **job)
-    main = worker is None or worker.is_main
-    if resume is not None:
-        if out is not None: raise UsageError(f"--resume {resume} continues that directory: drop --out {out}")
-        rc, data, run_dir, completed, point = _plan_resume(resume, device, gpu_ids, {**flags, "date_col": date_col})
-        if (run_dir / "results.json").is_file() and len(completed) == rc.folds and not point.set_aside:
-            run = load_run(run_dir)
-            if not (run_dir / "report.md").is_file(): write_report(run)        # stopped while writing the report
-            if summary and main: print(f"{run_dir} is already complete.\n" + run.summary())
-            return run
-    else:
-        rc, data = resolve(**flags, device=device, gpu_ids=gpu_ids, date_col=date_col)
-        run_dir = _new_run_dir(rc.algo, out) if main else None
-        if worker is not None: run_dir = Path(worker.agree(str(run_dir) if main else None))   # rank 0's, on every rank
-        probe_trainer(rc, data)
-        completed, point = [], ResumePoint(0, None, [])
-        if summary and progress and main: print("\n".join([f"gpurl_train {rc.algo}: {rc.folds} folds", *rc.plan_lines()]))
-    if worker is not None: worker.barrier()              # every rank has read the files --resume checks
-    if main:
-        run_dir.mkdir(parents=True, exist_ok=True)      # everything checked: from here on the run directory exists
-        set_aside(point)
-        write_json(run_dir / "config.json", rc.to_dict())
-    try:
-        run = _execute(rc, data, run_dir, completed, point.state, progress and main, worker)
-    except BaseException as e:
-        if not main: raise
-        what = "interrupted" if isinstance(e, KeyboardInterrupt) else f"stopped by {type(e).__name__}"
-        print(f"\ngpurl_train: {what}; finished checkpoints and metrics are kept in {run_dir}. "
-              f"Continue with: gpurl_train --resume {shlex.quote(str(run_dir))}", file=sys.stderr)
-        raise
-    if summary and main: print(run.summary())
-    if worker is not None: worker.close()
-    return run
-
-# %% ../../nbs/apps/00_cli.ipynb #e1a0d002
-def _ensemble_k(value) -> int:
-    "--ensemble K as an int >= 2; anything else is a UsageError that says what is allowed."
-    k = int(value) if is_flag_type(value, int) or (isinstance(value, str) and value.strip().isdigit()) else None
-    if k is None or k < 2:
-        raise UsageError(f"--ensemble must be an integer K >= 2 (K seeds per fold and their ensemble), got {value!r}; "
-                         "omit --ensemble to train a single model")
-    return k
-
-def _is_ensemble(path) -> bool:
-    "Whether `path` is an ensemble run directory (it holds ensemble.json)."
-    return isinstance(path, (str, os.PathLike)) and (Path(path) / ENSEMBLE_FILE).is_file()
-
-def _ensemble_flags(flags: dict, date_col) -> dict:
-    "The run's flags as ensemble.json records them (JSON values; paths as text)."
-    return json.loads(json.dumps({**flags, "date_col": date_col}, default=os.fspath))
-
-def _continue_ensemble(path: Path, k, flags: dict, what: str) -> dict:
-    "ensemble.json of the ensemble run at `path` that `what` (--resume or the same command) continues; a UsageError if the request differs."
-    spec = json.loads((path / ENSEMBLE_FILE).read_text())
-    if k is not None and _ensemble_k(k) != spec["k"]:
-        hint = "drop --ensemble" if what == "--resume" else f"continue it with --resume {path}, or pick a new --out"
-        raise UsageError(f"{what} {path} is an ensemble of {spec['k']} seeds, not {k}: {hint}")
-    if what == "--out" and flags != spec["flags"]:
-        diff = sorted(n for n in {**flags, **spec["flags"]} if flags.get(n) != spec["flags"].get(n))
-        raise UsageError(f"--out {path} holds an ensemble run with other {', '.join(flag_name(n) for n in diff)}: continue "
-                         f"it with --resume {path}, or pick a new --out")
-    return spec
-
-# %% ../../nbs/apps/00_cli.ipynb #e1a0d003
-def _ensemble_plan(flags: dict, k, out, resume, device, gpu_ids, date_col, job: dict) -> tuple[Path, dict]:
-    "Check an --ensemble request: its run directory and ensemble.json (K, the seeds, the flags); writes nothing."
-    many = [flag_name(n) for n, v in job.items() if v is not None] + (["--gpu_ids"] if len(parse_gpu_ids(gpu_ids)) > 1 else [])
-    if many or torchrun_worker():
-        raise UsageError(f"--ensemble trains its members one after another on one device: drop {', '.join(many) or 'torchrun'} "
-                         "(use --device, or one id in --gpu_ids)")
-    given = _ensemble_flags(flags, date_col)
-    if resume is not None:
-        if out is not None: raise UsageError(f"--resume {resume} continues that directory: drop --out {out}")
-        extra = [flag_name(n) for n, v in given.items() if v is not None]
-        if extra: raise UsageError(f"--resume continues {resume} with the settings in its ensemble.json: drop {', '.join(extra)}")
-        if not _is_ensemble(resume): raise UsageError(f"--resume {resume} is a single run: drop --ensemble to continue it")
-        return Path(resume), _continue_ensemble(Path(resume), k, given, "--resume")
-    k = _ensemble_k(k)
-    if _is_ensemble(out): return Path(out), _continue_ensemble(Path(out), k, given, "--out")    # the same command again
-    rc, data = resolve(**flags, device=device, gpu_ids=gpu_ids, date_col=date_col)
-    if not rc.priced:
-        raise UsageError(f"--ensemble backtests the members' ensemble, and --algo {rc.algo} is scored on order-book events, "
-                         "not priced: train it without --ensemble, or ensemble a bar model")
-    probe_trainer(rc, data)
-    return _new_run_dir(f"{rc.algo}-ensemble{k}", out), {"k": k, "seeds": member_seeds(rc.seed, k), "flags": given}
-
-def _train_member(path: Path, flags: dict, seed: int, device, gpu_ids, progress: bool) -> Run:
-    "One member: a new run of `flags` with `seed` in `path`, or the run there continued (a finished one read back)."
-    if (path / "config.json").is_file(): return train(resume=path, device=device, gpu_ids=gpu_ids, progress=progress, summary=False)
-    return train(**{**flags, "seed": seed}, device=device, gpu_ids=gpu_ids, out=path, progress=progress, summary=False)
-
-def _train_ensemble(flags: dict, k, out, resume, device, gpu_ids, date_col, progress: bool, summary: bool,
-                    job: dict) -> EnsembleRun:
-    "gpurl_train --ensemble K: train (or continue) each seed's member run in turn, then backtest their ensemble and write its report."
-    run_dir, spec = _ensemble_plan(flags, k, out, resume, device, gpu_ids, date_col, job)
-    dev = str(resolve_device(device, gpu_ids)[0])
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if not (run_dir / ENSEMBLE_FILE).is_file(): write_json(run_dir / ENSEMBLE_FILE, spec)
-    try:
-        for i, s in enumerate(spec["seeds"]):
-            if progress: print(f"gpurl_train --ensemble {spec['k']}: member {i + 1} of {spec['k']} (seed {s})", file=sys.stderr)
-            _train_member(member_dir(run_dir, s), spec["flags"], s, device, gpu_ids, progress)
-        ens = write_ensemble(run_dir, [load_run(member_dir(run_dir, s)) for s in spec["seeds"]], device=dev)
-    except UsageError: raise
-    except BaseException:
-        print(f"gpurl_train: the ensemble stopped; its finished members are kept in {run_dir}. Continue the ensemble "
-              f"with: gpurl_train --resume {shlex.quote(str(run_dir))}", file=sys.stderr)
-        raise
-    if summary: print(ens.summary())
-    return ens
-
 # %% ../../nbs/apps/00_cli.ipynb #6f2e9337
-def _sigterm_as_interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
-
-def run_console(command: Callable, main: Callable[[], object], failures: tuple[type[BaseException], ...] = ()):
-    "Run console script `command`'s `main()` and return its value (None when `command` runs as a command: the script's exit status reads it, and 0 is success); SIGTERM as Ctrl-C; as a command, a UsageError is one line and exit 2, `failures` exit 1, Ctrl-C 130 (from Python they raise)."
-    name, cli = command.__name__, is_cli(command)     # this command's own run: another call_parse CLI (nbdev_test) may be running us
-    if cli and sys.platform != "win32": signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
-    try:
-        result = main()
-        return None if cli else result
-    except (UsageError, *failures) as e:
-        if not cli: raise
-        print(f"{name}: error: {e}", file=sys.stderr); sys.exit(2 if isinstance(e, UsageError) else 1)
-    except KeyboardInterrupt:
-        if not cli: raise
-        sys.exit(130)
-
 @call_parse
 def gpurl_train(
     algo: str = None,        # dqn (Rainbow DQN, default), ppo; supervised on bars: mlp, cfc, ltc (liquid), mamba2, tft; on order books: mlplob, tlob, deeplob, cfclob, ltclob
@@ -383,7 +146,7 @@ def gpurl_train(
     quiet: bool = False,     # no progress bars (the summary table is still printed)
 ):
     "Train a model walk-forward on OHLCV bars (DQN, PPO, the supervised bar models) or order-book events (MLPLOB, TLOB, DeepLOB, CfC, LTC); write config, metrics, checkpoints, results, a report."
-    run_console(gpurl_train, lambda: train(
+    run_console(gpurl_train, lambda: main(
         algo=algo, data=data, config=config, folds=folds, train_bars=train_bars, val_bars=val_bars, test_bars=test_bars,
         embargo=embargo, date_col=date_col, cost_bps=cost_bps, epochs=epochs, seed=seed, device=device, gpu_ids=gpu_ids,
         out=out, resume=resume, progress=not quiet, nproc_per_node=nproc_per_node, nnodes=nnodes,

@@ -8,6 +8,7 @@ from fastcore.script import call_parse
 import torch
 from ..core.device import default_device, HardwareBudget
 from ..core.precision import MixedPrecisionConfig, BF16_MIN_WIDTH
+from ..core.version import __version__
 
 # %% auto #0
 __all__ = ['gpurl_info']
@@ -16,9 +17,8 @@ __all__ = ['gpurl_info']
 @call_parse
 def gpurl_info(device: str = None):  # cpu, cuda or cuda:N (default: cuda when available; env GPURL_DEVICE overrides)
     "Print the hardware budget and the mixed-precision policy of a device (console script `gpurl_info`)."
-    import gpurl
     dev = torch.device(device) if device else default_device()
-    print(f"gpurl {gpurl.__version__}, torch {torch.__version__}, device {dev}")
+    print(f"gpurl {__version__}, torch {torch.__version__}, device {dev}")
     print("budget:", HardwareBudget.detect(dev))
     print("policy (small nets):", MixedPrecisionConfig.detect(dev).reason)
     print(f"policy (width {BF16_MIN_WIDTH * 2}):", MixedPrecisionConfig.detect(dev, width=BF16_MIN_WIDTH * 2).reason)

@@ -56,6 +56,7 @@ def path_callback(template: str | os.PathLike) -> Callable[[bytearray, dict[str,
     return write
 
 def format_path(template: str, metadata: Mapping[str, str]) -> str:
+    "A checkpoint path from its template and metadata (`fold{fold}_{kind}.safetensors`); a missing field is a ValueError naming it."
     try: return template.format(**metadata)
     except KeyError as e:
         raise ValueError(f"checkpoint path template {template!r} needs field {e.args[0]!r} but the metadata has only "

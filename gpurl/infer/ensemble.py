@@ -9,170 +9,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 from fastcore.basics import patch
 from ..core.graphs import capture_graph
 from ..core.device import cuda_graphs_available
-from ..rl.rainbow import NoisyLinear, RainbowNetwork
-from ..rl.ppo import ActorCritic
-from ..seq.supervised import BarMLP, PositionPolicy
-from .policy import Policy, load_policy
+from ..train.base import Policy
+from .policy import load_policy
+from ..systems.steps import FP32_OPS, STEP_OPS, Step, input_width, member_steps
 from ..systems.fused import FUSED_ACTIVATIONS, FUSED_MAX_WIDTH, FusedRun, fused_available
 
 # %% auto #0
-__all__ = ['IDENTITY', 'RELU', 'TANH', 'STEP_OPS', 'PRECISIONS', 'AGGREGATIONS', 'Step', 'register_steps', 'member_steps',
-           'rainbow_q_steps', 'actor_steps', 'EnsembleRunner', 'mean_scores', 'majority_vote', 'mean_probs', 'mean_std']
-
-# %% ../../nbs/infer/01_ensemble.ipynb #8f1700e3
-IDENTITY, RELU, TANH = ("identity",), ("relu",), ("tanh",)
-_ACTIVATIONS: dict[str, Callable[..., Tensor]] = {
-    "identity": lambda h: h, "relu": torch.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid, "silu": F.silu,
-    "gelu": lambda h, approximate: F.gelu(h, approximate=approximate), "leaky_relu": F.leaky_relu, "elu": F.elu}
-
-def _activation_of(m: nn.Module) -> tuple | None:
-    "The elementwise activation an eval-mode module applies, as (name, *params); None when it is not one."
-    if type(m) in (nn.Identity, nn.Dropout, nn.AlphaDropout): return IDENTITY          # dropout: the identity in eval mode
-    if type(m) is nn.Flatten and (m.start_dim, m.end_dim) == (1, -1): return IDENTITY  # rows (B, d) are flat already
-    simple = {nn.ReLU: RELU, nn.Tanh: TANH, nn.Sigmoid: ("sigmoid",), nn.SiLU: ("silu",)}
-    if type(m) in simple: return simple[type(m)]
-    if type(m) is nn.GELU: return ("gelu", m.approximate)
-    if type(m) is nn.LeakyReLU: return ("leaky_relu", m.negative_slope)
-    if type(m) is nn.ELU: return ("elu", m.alpha)
-    return None
-
-def _activate(h: Tensor, act: tuple) -> Tensor: return _ACTIVATIONS[act[0]](h, *act[1:])
-
-# %% ../../nbs/infer/01_ensemble.ipynb #c2986323
-def _linear(h: Tensor, act: tuple, w: Tensor, b: Tensor | None = None) -> Tensor:
-    "Every member's layer at once: one (K, N, in) x (K, in, out) batched matmul with the bias, then the activation."
-    return _activate(torch.bmm(h, w.mT) if b is None else torch.baddbmm(b.unsqueeze(1), h, w.mT), act)
-
-def _dueling(h: Tensor, n_actions: int, n_out: int, *w: Tensor) -> Tensor:
-    "Rainbow's dueling streams V + A - mean_a A, their four layers batched over the members: (K, N, A * n_out)."
-    v = _linear(_linear(h, RELU, *w[0:2]), IDENTITY, *w[2:4]).unsqueeze(-2)
-    a = _linear(_linear(h, RELU, *w[4:6]), IDENTITY, *w[6:8]).unflatten(-1, (n_actions, n_out))
-    return (a - a.mean(-2, keepdim=True)).add_(v).flatten(-2)
-
-def _c51_q(h: Tensor, n_actions: int, n_atoms: int, support: Tensor) -> Tensor:
-    "C51 Q values: the expectation of each action's atom distribution, (K, N, A)."
-    logp = F.log_softmax(h.unflatten(-1, (n_actions, n_atoms)).float(), dim=-1)
-    return (logp.exp() * support[:, None, None]).sum(-1)
-
-def _forecast(h: Tensor, scale: Tensor, threshold: Tensor) -> Tensor:
-    "A regression forecast against each member's threshold: short / flat / long scores (K, N, 3)."
-    f = h[..., 0].float() * scale.unsqueeze(-1)
-    thr = threshold.unsqueeze(-1)
-    return torch.stack([-f - thr, torch.zeros_like(f), f - thr], -1)
-
-STEP_OPS: dict[str, Callable[..., Tensor]] = {
-    "linear": _linear,                                                   # args (activation,); tensors (W, b) or (W,)
-    "act": _activate,                                                    # args (activation,)
-    "take": lambda h, n, width: h[..., :n],                              # args (n, input width): the first n columns
-    "iqn_mix": lambda h, emb: (h.unsqueeze(2) * emb.unsqueeze(1)).flatten(1, 2),   # tensors (embedding (n_taus, d),)
-    "dueling": _dueling,                                                 # args (A, n_out); 4 layers' (W, b)
-    "c51_q": _c51_q,                                                     # args (A, n_atoms); tensors (support,)
-    "quantile_mean": lambda h, n_taus: h.unflatten(1, (-1, n_taus)).float().mean(2),  # args (n_taus,)
-    "flip": lambda h: h.float().flip(-1),                                # logits up/flat/down -> short/flat/long
-    "forecast": _forecast}                                               # tensors (target_scale, threshold)
-_FP32_TENSORS = {"c51_q", "forecast"}      # their tensors (support, scale, threshold) stay float32 in a bf16 runner
-
-# %% ../../nbs/infer/01_ensemble.ipynb #5bd2bd0c
-class Step:
-    "One stage of a member's eval forward that stacks across members: an op of `STEP_OPS`, static args, per-member tensors."
-    def __init__(self, op: str, args: tuple = (), tensors: Sequence[Tensor] = ()):
-        if op not in STEP_OPS: raise ValueError(f"unknown step op {op!r}: use one of {', '.join(STEP_OPS)}")
-        self.op, self.args, self.tensors = op, tuple(args), tuple(t.detach() for t in tensors)
-
-    @property
-    def key(self) -> tuple:
-        "What members must share for this step to stack: the op, its args, and its tensors' shapes and dtypes."
-        return (self.op, self.args, tuple((tuple(t.shape), t.dtype) for t in self.tensors))
-
-    def __repr__(self) -> str: return f"Step({self.op!r}, {self.args}, {[tuple(t.shape) for t in self.tensors]})"
-
-def _plan_width(steps: Sequence[Step]) -> int | None:
-    "The input width a member's steps read: a `take`'s width, else the first layer's in_features (None if no step says)."
-    for s in steps:
-        if s.op == "take": return s.args[1]
-        if s.op in ("linear", "dueling", "iqn_mix"): return s.tensors[0].shape[-1]
-    return None
-
-# %% ../../nbs/infer/01_ensemble.ipynb #f9ce8610
-_RECIPES: dict[type, Callable[[nn.Module], list[Step] | None]] = {}
-
-def register_steps(cls: type) -> Callable:
-    "Decorator: `fn(module) -> list[Step] | None` lists the stackable steps of modules of exactly type `cls`."
-    def register(fn: Callable[[nn.Module], list[Step] | None]) -> Callable:
-        _RECIPES[cls] = fn; return fn
-    return register
-
-def member_steps(m: nn.Module) -> list[Step] | None:
-    "The stackable steps of a member's eval forward, or None when `EnsembleRunner` does not stack its architecture."
-    if type(m) in _RECIPES: return _RECIPES[type(m)](m)
-    act = _activation_of(m)
-    return None if act is None else [] if act == IDENTITY else [Step("act", (act,))]
-
-def _eval_linear(m: nn.Module, act: tuple = IDENTITY) -> Step:
-    "A Linear, or a NoisyLinear's eval-mode mean weights, as a `linear` step."
-    w, b = (m.weight_mu, m.bias_mu) if isinstance(m, NoisyLinear) else (m.weight, m.bias)
-    return Step("linear", (act,), (w,) if b is None else (w, b))
-
-register_steps(nn.Linear)(lambda m: [_eval_linear(m)])
-register_steps(NoisyLinear)(lambda m: [_eval_linear(m)])
-register_steps(BarMLP)(lambda m: member_steps(m.net))
-
-@register_steps(nn.Sequential)
-def _sequential_steps(m: nn.Sequential) -> list[Step] | None:
-    steps: list[Step] = []
-    for child in m:
-        s = member_steps(child)
-        if s is None: return None
-        if len(s) == 1 and s[0].op == "act" and steps and steps[-1].op == "linear" and steps[-1].args == (IDENTITY,):
-            steps[-1] = Step("linear", s[0].args, steps[-1].tensors)      # the activation joins the layer before it
-        else: steps += s
-    return steps
-
-# %% ../../nbs/infer/01_ensemble.ipynb #c74d70c1
-def rainbow_q_steps(net: RainbowNetwork) -> list[Step]:
-    "The steps of an eval-mode RainbowNetwork's greedy Q values (`q_values`): any head, dueling or not, noisy or not."
-    if net.training: raise ValueError("rainbow_q_steps reads an eval-mode network (mean noisy weights, midpoint taus): call net.eval() first")
-    steps = [_eval_linear(m, RELU) for m in net.torso]
-    if net.head == "iqn":
-        taus = net.acting_taus(1, net.cos_freq.device)                         # (1, n_taus) midpoints
-        emb = F.linear(torch.cos(taus.unsqueeze(-1) * net.cos_freq), net.tau_embed.weight, net.tau_embed.bias).relu()
-        steps.append(Step("iqn_mix", (), (emb[0],)))
-    A, n = net.n_actions, net.n_out
-    if net.config.use_dueling:
-        layers = (net.value_hidden, net.value_out, net.adv_hidden, net.adv_out)
-        steps.append(Step("dueling", (A, n), [t for m in layers for t in _eval_linear(m).tensors]))
-    else: steps += [_eval_linear(net.q_hidden, RELU), _eval_linear(net.q_out)]
-    if net.head == "c51": steps.append(Step("c51_q", (A, n), (net.support,)))
-    if net.head == "iqn": steps.append(Step("quantile_mean", (net.config.iqn_k,)))
-    return steps
-
-def actor_steps(net: ActorCritic) -> list[Step] | None:
-    "The steps of an ActorCritic's policy logits: the actor's half of the shared first layer, then the actor."
-    h0, tail = net.hidden[0], member_steps(net.actor)
-    return None if tail is None else [Step("linear", (TANH,), (net.trunk.weight[:h0], net.trunk.bias[:h0])), *tail]
-
-@register_steps(PositionPolicy)
-def _position_steps(m: PositionPolicy) -> list[Step] | None:
-    sm = m.model
-    if type(sm.net) is not BarMLP: return None          # the other nets read (B, window, F) windows, not flat rows
-    inner, wf = member_steps(sm.net), sm.window * sm.n_features
-    if inner is None: return None
-    head = (Step("flip") if sm.task == "classification" else
-            Step("forecast", (), (sm.target_scale.float(), torch.tensor(sm.threshold, dtype=torch.float32))))
-    return [Step("take", (wf, wf + 1)), *inner, head]
-
-@register_steps(Policy)
-def _policy_steps(p: Policy) -> list[Step] | None:
-    net, algo = getattr(p.model, "net", None), p.metadata.get("algo")
-    if algo == "dqn" and isinstance(net, RainbowNetwork): return rainbow_q_steps(net)   # the card says: Q values
-    if algo == "ppo" and isinstance(net, ActorCritic): return actor_steps(net)          # the card says: actor logits
-    return member_steps(p.model)
+__all__ = ['PRECISIONS', 'AGGREGATIONS', 'EnsembleRunner', 'mean_scores', 'majority_vote', 'mean_probs', 'mean_std']
 
 # %% ../../nbs/infer/01_ensemble.ipynb #3b2e74d9
 def _fusable_run(steps: Sequence[Step], i: int) -> int:
@@ -191,7 +39,7 @@ class _Stacked:
     path = "stacked"
     def __init__(self, plans: list[list[Step]], dtype: torch.dtype, device: torch.device, fused: bool = False):
         def stack(i: int) -> tuple[Tensor, ...]:
-            dt = torch.float32 if steps[i].op in _FP32_TENSORS else dtype
+            dt = torch.float32 if steps[i].op in FP32_OPS else dtype
             return tuple(torch.stack([p[i].tensors[j] for p in plans]).to(device, dt) for j in range(len(steps[i].tensors)))
         def fused_layer(i: int) -> tuple[Tensor, Tensor]:
             w, *b = stack(i)                             # W.T (K, in, out) for the kernel; a layer without bias adds zeros
@@ -277,7 +125,7 @@ def _check_widths(self: EnsembleRunner, members: list[nn.Module], plans: list[li
     "The members' common input width (None when none states one); members of different widths are a ValueError."
     widths: dict[int, list[int]] = {}
     for i, (m, p) in enumerate(zip(members, plans)):
-        w = m.obs_dim if isinstance(m, Policy) else _plan_width(p) if p is not None else None
+        w = m.obs_dim if isinstance(m, Policy) else input_width(p) if p is not None else None
         if w is not None: widths.setdefault(w, []).append(i)
     if len(widths) > 1:
         raise ValueError("members read inputs of different widths (" + "; ".join(f"width {w}: members {ix}" for w, ix in widths.items())

@@ -6,13 +6,13 @@
 from __future__ import annotations
 import os
 import torch
-from torch import Tensor, nn
 from ..systems.checkpoint import load_checkpoint
+from ..train.base import Policy
 from ..train.registry import MODELS, ModelSpec
 import gpurl.rl.dqn, gpurl.rl.ppo, gpurl.seq.supervised, gpurl.seq.liquid, gpurl.seq.ltc, gpurl.seq.tlob, gpurl.seq.tft, gpurl.seq.mamba2   # the built-in models register themselves on import
 
 # %% auto #0
-__all__ = ['models', 'get_model', 'Policy', 'load_policy']
+__all__ = ['models', 'get_model', 'load_policy']
 
 # %% ../../nbs/infer/00_policy.ipynb #32e24410
 def models() -> dict[str, ModelSpec]:
@@ -25,26 +25,6 @@ def get_model(name: str) -> ModelSpec:
     return MODELS[name]
 
 # %% ../../nbs/infer/00_policy.ipynb #842987c5
-class Policy(nn.Module):
-    "A checkpoint's greedy policy: observations (B, obs_dim) -> action scores (B, n_actions), with its card and config."
-    def __init__(self, model: nn.Module, metadata: dict[str, str], config):
-        super().__init__()
-        self.model, self.metadata, self.config = model, dict(metadata), config
-        self.obs_dim, self.n_actions = int(metadata["obs_dim"]), int(metadata["n_actions"])
-
-    @property
-    def env_config(self):
-        "The environment the policy was trained in (`gpurl.envs.trading.EnvConfig`): what a backtest of it uses."
-        return self.config.env
-
-    @torch.no_grad()
-    def forward(self, obs: Tensor) -> Tensor:
-        "Action scores of `obs` (B, obs_dim); a wrong width is a ValueError naming both."
-        if obs.ndim != 2 or obs.shape[1] != self.obs_dim:
-            raise ValueError(f"observations must be (B, {self.obs_dim}) for this {self.metadata['model']} policy, "
-                             f"got {tuple(obs.shape)}")
-        return self.model(obs)
-
 _CARD = ("algo", "model", "trainer_config", "obs_dim", "n_actions")
 
 def load_policy(path: str | os.PathLike, device: str | torch.device = "cpu") -> Policy:

@@ -5,22 +5,24 @@
 # %% ../../nbs/rl/02_dqn.ipynb #9074ede0
 from __future__ import annotations
 from fastcore.basics import patch
-import dataclasses, functools, json, math
+import dataclasses, json, math
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Mapping
 import torch
 from torch import Tensor
 from ..core.config import Config, config_error
 from ..core.precision import align_to_tensor_cores
 from ..core.device import cuda_graphs_available, TrainerGlobals, rng_state, set_rng_state
-from ..core.graphs import capture_compile, capture_graph
+from ..core.graphs import capture_compile
 from ..data.folds import FoldData
 from ..envs.trading import EnvConfig, make_observation
 from ..envs.replay import ReplayBuffer, PrioritizedReplayBuffer
 from torch import nn
-from .rainbow import RainbowConfig, RainbowNetwork
+from .rainbow import RainbowConfig, RainbowNetwork, rainbow_q_steps
+from ..systems.steps import register_steps
 from .learner import RainbowLearner
-from ..train import walkforward
+from ..train.base import Trainer
+from ..systems.distributed import DataParallelFields
 from ..train import registry
 
 # %% auto #0
@@ -90,31 +92,24 @@ class DqnConfig(Config):
         return json.dumps(self.to_dict(), indent=1)
 
 # %% ../../nbs/rl/02_dqn.ipynb #9d65b41f
-class DqnTrainer:
-
+class DqnTrainer(Trainer):
     "Rainbow DQN (IQN + CQL by default) trading one fold: device env, GPU n-step replay, captured cycles; a FoldTrainer."
+    config_class = DqnConfig
+    data_parallel_fields = DataParallelFields(split=("n_envs", "batch_size", "warmup", "replay_capacity"),
+                                              replicated=("learner",))
 
-    def __init__(self, config: DqnConfig | None, train: FoldData, *, device=None):
-        cfg = DqnConfig() if config is None else config
-        if not isinstance(cfg, DqnConfig):
-            raise TypeError(f"config must be a DqnConfig (from_dict / from_json build one), got {type(cfg).__name__}")
-        if not isinstance(train, FoldData):
-            raise TypeError(f"DqnTrainer needs the fold's train split (a FoldData, e.g. splits.train), got {type(train).__name__}")
-        dev = torch.device(device) if device is not None else train.features.device
-        if dev.type == "cuda" and dev.index is None: dev = torch.device("cuda", torch.cuda.current_device())
-        self.config, self.device, rb = cfg, dev, cfg.rainbow
+    def build(self, train: FoldData) -> None:
+        "The learner (networks, Adam), counters, then env, replay and acting table on `train` (inside `self.globals`)."
+        cfg, dev, rb = self.config, self.device, self.config.rainbow
         self.obs_dim, self.n_actions = cfg.env.window * train.n_features + 1, len(cfg.env.positions)
-        self._globals = TrainerGlobals(cfg.seed, dev)      # own RNG streams from cfg.seed: the caller's stay untouched
-        with self._globals:                               # the network's init; later draws continue these streams
-            self.learner = RainbowLearner(self.obs_dim, self.n_actions, rb, dev)
-            if dev.type == "cuda":                        # TF32 where the policy says so, inside this trainer's calls
-                self.learner.precision.apply(); self._globals.tf32 = self.learner.precision.tf32
-            self.captured = rb.cuda_graph and cuda_graphs_available(dev)
-            self._steps = torch.zeros((), dtype=torch.int64, device=dev)          # vector env steps taken (epsilon schedule)
-            self._acc = torch.zeros(6, dtype=torch.float32, device=dev)           # loss, td, cql, q, grad norm, updates
-            self._reward_acc = torch.zeros(cfg.n_envs, dtype=torch.float32, device=dev)
-            self._graphs, self._learn_step = {}, None
-            self._bind(train)
+        self.learner = RainbowLearner(self.obs_dim, self.n_actions, rb, dev)
+        self.use_precision(self.learner.precision)   # the learner's policy: TF32 (CUDA) and autocast of acting too
+        self.captured = rb.cuda_graph and cuda_graphs_available(dev)
+        self._steps = torch.zeros((), dtype=torch.int64, device=dev)          # vector env steps taken (epsilon schedule)
+        self._acc = torch.zeros(6, dtype=torch.float32, device=dev)           # loss, td, cql, q, grad norm, updates
+        self._reward_acc = torch.zeros(cfg.n_envs, dtype=torch.float32, device=dev)
+        self._learn_step = None
+        self._bind(train)
 
     def _new_replay(self) -> ReplayBuffer:
         cfg, rb = self.config, self.config.rainbow
@@ -159,11 +154,6 @@ class DqnTrainer:
         net.load_state_dict(tensors)
         return _GreedyQ(net.eval())
 
-    @classmethod
-    def train_walk_forward(cls, config: DqnConfig | None, folds: Iterable, checkpoint_callback=None,
-                           **kwargs) -> walkforward.WalkForwardResult:
-        "Every fold with a fresh trainer on its train split: `gpurl.train.walkforward.train_walk_forward(partial(DqnTrainer, config), ...)`."
-        return walkforward.train_walk_forward(functools.partial(cls, config), folds, checkpoint_callback, **kwargs)
 
     def __repr__(self) -> str:
         c = self.config
@@ -171,10 +161,6 @@ class DqnTrainer:
                 f"acting={'table' if self.table else 'obs'}, captured={self.captured}, device={self.device})")
 
 # %% ../../nbs/rl/02_dqn.ipynb #d78052ff
-@patch
-def _autocast(self: DqnTrainer):
-    return self.learner.precision.autocast_context(self.device.type)
-
 @patch
 @torch.no_grad()
 def _refresh(self: DqnTrainer) -> Tensor | None:
@@ -184,7 +170,7 @@ def _refresh(self: DqnTrainer) -> Tensor | None:
     if not self.table: return None
     taus = None
     if net.head == "iqn": taus = net.acting_taus(1, self.device).expand(self._pair_obs.shape[0], -1)
-    with self._autocast(): return net.q_values(self._pair_obs, taus).argmax(-1)
+    with self.autocast(): return net.q_values(self._pair_obs, taus).argmax(-1)
 
 @patch
 def _epsilon(self: DqnTrainer) -> Tensor | None:
@@ -210,7 +196,7 @@ def _act_and_store(self: DqnTrainer, greedy: Tensor | None, eps: Tensor | None, 
     bar, pos = env.bar, env.position                 # fresh tensors: the state the action is taken in
     if greedy is not None: a = torch.take(greedy, torch.add(bar, pos, alpha=env.n_bars))
     else:
-        with self._autocast(): a = self.learner.online.q_values(env.obs).argmax(-1)
+        with self.autocast(): a = self.learner.online.q_values(env.obs).argmax(-1)
     if eps is not None: a = torch.where(explore[0] < eps, explore[1], a)
     env.advance(a)
     self.replay.add(bar, pos, a, env.reward, env.terminated, env.truncated, check=False)   # raw log returns, scaled when sampled
@@ -239,18 +225,12 @@ def _state_tensors(self: DqnTrainer) -> list[Tensor]:
             self._steps, self._acc, self._reward_acc]
 
 @patch
-def _capture(self: DqnTrainer, learn: bool) -> Callable[[], None]:
-    "One cycle as a CUDA graph (`gpurl.core.graphs.capture_graph`: the warm-up cycles leave no trace)."
-    return capture_graph(lambda: self._cycle(learn), state=self._state_tensors, generators=[self.env.generator],
-                         device=self.device)
-
-@patch
 def _run(self: DqnTrainer, learn: bool, cycles: int) -> None:
     "Run `cycles` learn cycles (collect-only when `learn` is False); host bookkeeping only."
     if cycles < 1: return
     if self.captured:
-        if learn not in self._graphs: self._graphs[learn] = self._capture(learn)
-        g = self._graphs[learn]
+        g = self.capture_step(("cycle", learn), lambda: self._cycle(learn), state=self._state_tensors,
+                              generators=[self.env.generator])         # the warm-up cycles leave no trace
         for _ in range(cycles): g()
     else:
         for _ in range(cycles): self._cycle(learn)
@@ -299,14 +279,8 @@ def act_scores(self: DqnTrainer, obs: Tensor) -> Tensor:
     was = net.training
     net.eval()
     try:
-        with self._autocast(): return net.q_values(obs).float()
+        with self.autocast(): return net.q_values(obs).float()
     finally: net.train(was)
-
-@patch
-@TrainerGlobals.method
-def validate(self: DqnTrainer, data: FoldData) -> dict[str, Tensor]:
-    "Greedy batched backtest of `data` (`gpurl.train.walkforward.validation_metrics`): Sharpe, Sortino, drawdown... (device)."
-    return walkforward.validation_metrics(self, data)
 
 @patch
 def model_metadata(self: DqnTrainer) -> dict[str, str]:
@@ -346,19 +320,14 @@ def load_state_dict(self: DqnTrainer, state: dict) -> None:
     self.host_steps, self.warm = int(state["host_steps"]), bool(state["warm"])
     if "rng" in state: set_rng_state(state["rng"])
 
-# %% ../../nbs/rl/02_dqn.ipynb #4c74726f
-@patch
-def train_with_preloaded_data(self: DqnTrainer, train: FoldData, val: FoldData, checkpoint_callback=None,
-                              driver: walkforward.DriverConfig | None = None, **options) -> walkforward.FoldResult:
-    "Train one fold (this trainer was built on `train`): `gpurl.train.walkforward.train_fold(self, (train, val), driver, ...)`."
-    return walkforward.train_fold(self, (train, val), driver, checkpoint_callback, **options)
-
 # %% ../../nbs/rl/02_dqn.ipynb #e2dcf9d9
 class _GreedyQ(nn.Module):
     "A RainbowNetwork as a policy: observations (B, obs_dim) -> Q values (B, n_actions), float32."
     def __init__(self, net: RainbowNetwork):
         super().__init__(); self.net = net
     def forward(self, obs: Tensor) -> Tensor: return self.net.q_values(obs).float()
+
+register_steps(_GreedyQ)(lambda m: rainbow_q_steps(m.net))   # an ensemble stacks it as its network's Q values
 
 registry.register_model("dqn", DqnTrainer, DqnConfig, quickstart=dict(   # gpurl_train's small default
     rainbow=dict(hidden=[16, 16], lr=3.2e-4, gamma=0.71, cql_alpha=0.26, target_update="polyak", tau=0.0024,  # swept (gpurl.run.sweep)

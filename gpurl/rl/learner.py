@@ -304,6 +304,26 @@ def _forward_flat(self: RainbowLearner, flat: Tensor, eps: Tensor | None, obs: T
 
 # %% ../../nbs/rl/01_learner.ipynb #774f76d3
 @patch
+@torch.no_grad()
+def _apply_gradient(self: RainbowLearner, grad: Tensor) -> Tensor:
+    "Clip the flat gradient by its norm, take one Adam step on the flat weights, update the target; the pre-clip norm."
+    c = self.config
+    grad_norm = torch.linalg.vector_norm(grad)                       # clip_grad_norm_, on the flat gradient
+    grad = grad * (c.max_grad_norm / (grad_norm + 1e-6)).clamp(max=1.0)
+    grp = self.optimizer.param_groups[0]                             # Adam (Kingma & Ba 2015), torch's form
+    (b1, b2), eps = grp["betas"], grp["eps"]
+    self._steps.add_(1)
+    step = self._steps[0]
+    self._m.lerp_(grad, 1 - b1)
+    self._v.mul_(b2).addcmul_(grad, grad, value=1 - b2)
+    denom = (self._v.sqrt() / (1 - b2 ** step).sqrt()).add_(eps)
+    self._flat.addcdiv_(self._m, denom * ((1 - b1 ** step) / -self._lr))   # p -= lr / (1 - b1^t) * m / denom
+    self.updates.add_(1)
+    if c.target_update == "polyak": self._tflat.lerp_(self._flat, c.tau)
+    else: self._tflat.copy_(torch.where(self.updates % c.target_update_period == 0, self._flat, self._tflat))
+    return grad_norm
+
+@patch
 def _update(self: RainbowLearner, obs: Tensor, action: Tensor, returns: Tensor, next_obs: Tensor, discount: Tensor,
             weights: Tensor | None, obs_pair: Tensor | None, taus: tuple) -> dict[str, Tensor]:
     "The update on the flat state, given its random numbers (`draw_randoms`): loss, torch.func.grad, clip, Adam, target."
@@ -349,20 +369,7 @@ def _update(self: RainbowLearner, obs: Tensor, action: Tensor, returns: Tensor, 
         else: grad, stats, loss = grad + g, [a_ + b_ for a_, b_ in zip(stats, parts)], loss + total
         prios.append(prio); qs.append(q_data)
     if self.grad_sync is not None: self.grad_sync([grad])            # data parallel: the ranks' mean gradient
-    with torch.no_grad():
-        grad_norm = torch.linalg.vector_norm(grad)                       # clip_grad_norm_, on the flat gradient
-        grad = grad * (c.max_grad_norm / (grad_norm + 1e-6)).clamp(max=1.0)
-        grp = self.optimizer.param_groups[0]                             # Adam (Kingma & Ba 2015), torch's form
-        (b1, b2), eps = grp["betas"], grp["eps"]
-        self._steps.add_(1)
-        step = self._steps[0]
-        self._m.lerp_(grad, 1 - b1)
-        self._v.mul_(b2).addcmul_(grad, grad, value=1 - b2)
-        denom = (self._v.sqrt() / (1 - b2 ** step).sqrt()).add_(eps)
-        self._flat.addcdiv_(self._m, denom * ((1 - b1 ** step) / -self._lr))   # p -= lr / (1 - b1^t) * m / denom
-        self.updates.add_(1)
-        if c.target_update == "polyak": self._tflat.lerp_(self._flat, c.tau)
-        else: self._tflat.copy_(torch.where(self.updates % c.target_update_period == 0, self._flat, self._tflat))
+    grad_norm = self._apply_gradient(grad)
     return {"loss": loss, "td_loss": stats[0], "cql_loss": stats[1] if c.use_cql else torch.zeros_like(loss),
             "priorities": prios[0] if n_micro == 1 else torch.cat(prios), "grad_norm": grad_norm,
             "q_mean": (qs[0] if n_micro == 1 else torch.cat(qs)).mean(), "lr": self._lr}

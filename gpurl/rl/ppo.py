@@ -4,9 +4,7 @@
 
 # %% ../../nbs/rl/03_ppo.ipynb #6d81524c
 from __future__ import annotations
-import functools
 import math
-from contextlib import nullcontext
 from dataclasses import dataclass, field, fields
 
 import torch
@@ -17,16 +15,17 @@ from fastcore.basics import patch
 
 from ..core.config import Config, config_error
 from ..core.precision import MixedPrecisionConfig, align_to_tensor_cores
-from ..core.graphs import capture_graph
 from ..core.device import cuda_graphs_available, TrainerGlobals, rng_state, set_rng_state
 from ..data.folds import FoldData
 from ..envs.trading import EnvConfig
-from ..train import walkforward
+from ..systems.distributed import DataParallelFields
+from ..train.base import Trainer
 from ..train.walkforward import DriverConfig
+from ..systems.steps import TANH, Step, member_steps, register_steps
 from ..train import registry
 
 # %% auto #0
-__all__ = ['PpoConfig', 'ActorCritic', 'gae_advantages', 'ppo_loss', 'PpoTrainer']
+__all__ = ['PpoConfig', 'ActorCritic', 'gae_advantages', 'ppo_loss', 'PpoTrainer', 'actor_steps']
 
 # %% ../../nbs/rl/03_ppo.ipynb #80836de5
 _PRECISIONS = ("auto", "fp32", "tf32", "bf16")
@@ -188,18 +187,10 @@ def _sample_actions(logits: Tensor) -> tuple[Tensor, Tensor]:
 _METRICS = ("loss", "pg_loss", "v_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac")
 _EPOCH_METRICS = _METRICS + ("grad_norm", "explained_variance", "reward_mean", "rollout_sharpe", "updates_applied")
 
-class PpoTrainer:
+class PpoTrainer(Trainer):
     "PPO on the batched TradingEnv of one fold's train split; the whole iteration CUDA-graph captured on CUDA, eager on CPU."
-    def __init__(self, config: PpoConfig, train: FoldData, *, device=None):
-        if not isinstance(config, PpoConfig):
-            raise TypeError(f"config must be a PpoConfig, got {type(config).__name__}: use PpoConfig.from_dict(d)")
-        if not isinstance(train, FoldData):
-            hint = " (pass its .train)" if hasattr(train, "train") else ""
-            raise TypeError(f"PpoTrainer is built from one fold's train split, a FoldData{hint}; got {type(train).__name__}")
-        self.config = c = config
-        self.device = torch.device(device) if device is not None else train.features.device
-        self._globals = TrainerGlobals(c.seed, self.device)    # own RNG streams from c.seed: the caller's stay untouched
-        with self._globals: self._build(train.to(self.device))
+    config_class = PpoConfig
+    data_parallel_fields = DataParallelFields(split=("n_envs",), replicated=("net", "optim"), on_policy=True)
 
     @property
     def env_config(self) -> EnvConfig:
@@ -208,14 +199,13 @@ class PpoTrainer:
 
 # %% ../../nbs/rl/03_ppo.ipynb #0b5e7101
 @patch
-def _build(self: PpoTrainer, train: FoldData) -> None:
+def build(self: PpoTrainer, train: FoldData) -> None:
     "Network, precision policy, Adam with its state up front, counters, the env of `train` and the rollout buffers."
     c, e, dev = self.config, self.config.env, self.device
     self.net = ActorCritic(e.window * train.n_features + 1, len(e.positions), c.hidden).to(dev)
-    self.mp = c.precision_policy(dev)
-    if dev.type == "cuda": self._globals.tf32 = self.mp.tf32   # TF32 inside this trainer's calls only
-    self.use_graphs = c.cuda_graph and cuda_graphs_available(dev) and not self.mp.grad_scaler
-    self._scaler = self.mp.make_grad_scaler(dev.type) if self.mp.grad_scaler else None  # fp16 GPUs: eager
+    self.use_precision(c.precision_policy(dev))
+    self.use_graphs = c.cuda_graph and cuda_graphs_available(dev) and not self.precision.grad_scaler
+    self._scaler = self.precision.make_grad_scaler(dev.type) if self.precision.grad_scaler else None  # fp16 GPUs: eager
     cuda = dev.type == "cuda"
     self.lr = torch.tensor(c.lr, device=dev)                       # FoldTrainer.lr: the driver scales it in place
     self._opt_lr = self.lr.clone()                                 # lr * annealing: what Adam reads
@@ -231,7 +221,6 @@ def _build(self: PpoTrainer, train: FoldData) -> None:
     self._env_steps = torch.zeros((), dtype=torch.int64, device=dev)   # transitions collected
     self._kl_ok = torch.ones((), device=dev)                           # 0 once target_kl stopped the epochs
     self._it_metrics = torch.zeros(len(_EPOCH_METRICS), device=dev)    # the last iteration's metrics
-    self._graph = None
     self.grad_sync = None        # data-parallel gradient hook (gpurl.systems.distributed); None: no collective, no kernel
     self.env = e.make_env(train, c.n_envs, seed=c.seed,
                           compile=self.use_graphs)    # fused env steps inside the captured iteration; eager: plain ops
@@ -246,12 +235,6 @@ def _build(self: PpoTrainer, train: FoldData) -> None:
 
 # %% ../../nbs/rl/03_ppo.ipynb #e0160abc
 @patch
-def _autocast(self: PpoTrainer):
-    "Autocast as the precision policy says (cache off, as CUDA-graph capture requires)."
-    if not self.mp.autocast: return nullcontext()
-    return torch.autocast(self.device.type, dtype=self.mp.dtype, cache_enabled=False)
-
-@patch
 def observe(self: PpoTrainer, bar: Tensor, position: Tensor) -> Tensor:
     "Observations rebuilt from env states (bar, position index): what the env served in that state."
     return self.env.observation_at(bar, position)
@@ -264,7 +247,7 @@ def _rollout(self: PpoTrainer) -> None:
     for t in range(c.n_steps):
         bar = b["bar"][t]
         bar.copy_(env.bar); b["pos"][t].copy_(env.position)
-        with torch.no_grad(), self._autocast():
+        with torch.no_grad(), self.autocast():
             logits, value = self.net(env.obs)
         action, logprob = _sample_actions(logits)
         b["act"][t].copy_(action); b["logp"][t].copy_(logprob); b["val"][t].copy_(value)
@@ -272,11 +255,11 @@ def _rollout(self: PpoTrainer) -> None:
         torch.mul(reward, self._reward_scale, out=b["rew"][t])
         torch.logical_or(terminated, truncated, out=b["done"][t])      # GAE stops: the next row is another episode
         if may_truncate:    # the truncated episode's own next state s' = (bar + 1, the position just taken)
-            with torch.no_grad(), self._autocast():
+            with torch.no_grad(), self.autocast():
                 v_final = self.net.value(self.observe(bar + 1, action)).float()
             b["trunc"][t].copy_(truncated)
             b["boot"][t].copy_(torch.where(truncated, c.gamma * v_final, 0.0))   # gamma * V(s') where truncated
-    with torch.no_grad(), self._autocast():
+    with torch.no_grad(), self.autocast():
         _, next_value = self.net(env.obs)
     rewards = b["rew"] + b["boot"] if may_truncate else b["rew"]        # the rewards GAE learns from
     adv, ret = gae_advantages(rewards, b["val"], b["done"], next_value.float(), c.gamma, c.gae_lambda)
@@ -295,7 +278,7 @@ def _minibatch_backward(self: PpoTrainer, idx: Tensor) -> Tensor:
     for sub in idx.chunk(n):
         a = b["adv"][sub]
         if c.norm_adv: a = (a - mean) / (std + 1e-8)
-        with self._autocast():
+        with self.autocast():
             logits, value = self.net(self.observe(b["bar"][sub], b["pos"][sub]))
         loss, st = ppo_loss(logits, b["act"][sub], b["logp"][sub], a, value, b["val"][sub], b["ret"][sub],
                             clip_coef=c.clip_coef, clip_vloss=c.clip_vloss, ent_coef=c.ent_coef, vf_coef=c.vf_coef)
@@ -366,21 +349,14 @@ def _state_tensors(self: PpoTrainer) -> list[Tensor]:
             *self._buf.values()]
 
 @patch
-def _capture(self: PpoTrainer) -> None:
-    "Capture one whole iteration in a CUDA graph (`capture_graph`: the warm-up leaves trainer, env and RNGs as found)."
-    self._graph = capture_graph(self._iterate, state=lambda: [*self._state_tensors(), *self.env.state_tensors()],
-                                generators=[self.env.generator], warmup=self.config.graph_warmup, device=self.device).graph
-
-@patch
 @TrainerGlobals.method
 def train_epoch(self: PpoTrainer) -> dict[str, Tensor]:
     "Run iterations_per_epoch PPO iterations (graph replays on CUDA); their mean device metrics, no host sync."
-    self.mp.apply()
     acc = torch.zeros_like(self._it_metrics)
     for _ in range(self.config.iterations_per_epoch):
-        if self.use_graphs:
-            if self._graph is None: self._capture()
-            self._graph.replay()
+        if self.use_graphs:    # captured once (the warm-up leaves trainer, env and RNGs as found), then replayed
+            self.capture_step("iteration", self._iterate, state=lambda: [*self._state_tensors(), *self.env.state_tensors()],
+                              generators=[self.env.generator], warmup=self.config.graph_warmup)()
         else: self._iterate()
         acc += self._it_metrics
     acc /= self.config.iterations_per_epoch
@@ -390,16 +366,9 @@ def train_epoch(self: PpoTrainer) -> dict[str, Tensor]:
 @TrainerGlobals.method
 def act_scores(self: PpoTrainer, obs: Tensor) -> Tensor:
     "The greedy policy's scores for observations (B, obs_dim): the policy logits, float32."
-    with torch.no_grad(), self._autocast():
+    with torch.no_grad(), self.autocast():
         logits, _ = self.net(obs)
     return logits.float()
-
-@patch
-@TrainerGlobals.method
-def validate(self: PpoTrainer, data: FoldData) -> dict[str, Tensor]:
-    "The walk-forward validation of every trainer: `walkforward.validation_metrics` (greedy backtest), device scalars."
-    self.mp.apply()
-    return walkforward.validation_metrics(self, data.to(self.device))
 
 @patch
 def named_tensors(self: PpoTrainer) -> dict[str, Tensor]:
@@ -447,20 +416,7 @@ def load_state_dict(self: PpoTrainer, state: dict) -> None:
         self._iteration.copy_(state["counters"]["iteration"]); self._env_steps.copy_(state["counters"]["env_steps"])
         self.lr.copy_(state["counters"]["lr"])
     set_rng_state(state["rng"])
-    self._graph = None
-
-# %% ../../nbs/rl/03_ppo.ipynb #dd2b6605
-@patch
-def train_with_preloaded_data(self: PpoTrainer, train: FoldData, val: FoldData, checkpoint_callback=None,
-                              driver: DriverConfig | None = None, **options) -> walkforward.FoldResult:
-    "Train this trainer's fold (it was built from `train`): `gpurl.train.walkforward.train_fold(self, (train, val), driver, ...)`."
-    return walkforward.train_fold(self, (train, val), driver, checkpoint_callback, **options)
-
-@patch(cls_method=True)
-def train_walk_forward(cls: PpoTrainer, config: PpoConfig, folds, checkpoint_callback=None,
-                       **kwargs) -> walkforward.WalkForwardResult:
-    "Every fold with a fresh trainer on its train split: `gpurl.train.walkforward.train_walk_forward(partial(PpoTrainer, config), ...)`."
-    return walkforward.train_walk_forward(functools.partial(cls, config), folds, checkpoint_callback, **kwargs)
+    self.release_graphs()
 
 # %% ../../nbs/rl/03_ppo.ipynb #eb61fe84
 @patch
@@ -480,6 +436,13 @@ class _PolicyLogits(nn.Module):
     def __init__(self, net: ActorCritic):
         super().__init__(); self.net = net
     def forward(self, obs: Tensor) -> Tensor: return self.net(obs)[0].float()
+
+def actor_steps(net: ActorCritic) -> list[Step] | None:
+    "The stackable steps (`gpurl.systems.steps`) of an ActorCritic's policy logits: the actor's half of the shared first layer, then the actor."
+    h0, tail = net.hidden[0], member_steps(net.actor)
+    return None if tail is None else [Step("linear", (TANH,), (net.trunk.weight[:h0], net.trunk.bias[:h0])), *tail]
+
+register_steps(_PolicyLogits)(lambda m: actor_steps(m.net))   # an ensemble stacks a PPO policy as its actor
 
 registry.register_model("ppo", PpoTrainer, PpoConfig, quickstart=dict(    # gpurl_train's small default
     env=dict(window=8, episode_len=128), n_envs=16, n_steps=64, iterations_per_epoch=4,

@@ -14,10 +14,11 @@ from torch import Tensor
 from ..core.precision import MixedPrecisionConfig, align_to_tensor_cores
 from ..core.device import cuda_graphs_available
 from ..core.config import Config, config_error
+from ..systems.steps import RELU, Step, linear_step, register_steps
 
 # %% auto #0
-__all__ = ['RainbowConfig', 'factorised_noise_', 'NoisyLinear', 'RainbowNetwork', 'c51_projection', 'quantile_huber_loss',
-           'cql_loss']
+__all__ = ['RainbowConfig', 'factorised_noise_', 'NoisyLinear', 'RainbowNetwork', 'rainbow_q_steps', 'c51_projection',
+           'quantile_huber_loss', 'cql_loss']
 
 # %% ../../nbs/rl/00_rainbow.ipynb #b24d2b44
 @dataclass
@@ -350,6 +351,30 @@ def q_values(self: RainbowNetwork, obs: Tensor, taus: Tensor | None = None) -> T
     "Q values (B, A) to act greedily on (C51: expectation over atoms; IQN: mean of K quantiles)."
     if self.head == "iqn" and taus is None: taus = self.acting_taus(obs.shape[0], obs.device)
     return self.expected_q(self(obs, taus) if self.head == "iqn" else self(obs))
+
+# %% ../../nbs/rl/00_rainbow.ipynb #6b45a6b2
+def _eval_linear(m: nn.Module, act: tuple = ("identity",)) -> Step:
+    "A Linear, or a NoisyLinear's eval-mode mean weights, as a `linear` step."
+    return linear_step(m.weight_mu, m.bias_mu, act) if isinstance(m, NoisyLinear) else linear_step(m.weight, m.bias, act)
+
+register_steps(NoisyLinear)(lambda m: [_eval_linear(m)])
+
+def rainbow_q_steps(net: RainbowNetwork) -> list[Step]:
+    "The steps of an eval-mode RainbowNetwork's greedy Q values (`q_values`): any head, dueling or not, noisy or not."
+    if net.training: raise ValueError("rainbow_q_steps reads an eval-mode network (mean noisy weights, midpoint taus): call net.eval() first")
+    steps = [_eval_linear(m, RELU) for m in net.torso]
+    if net.head == "iqn":
+        taus = net.acting_taus(1, net.cos_freq.device)                         # (1, n_taus) midpoints
+        emb = F.linear(torch.cos(taus.unsqueeze(-1) * net.cos_freq), net.tau_embed.weight, net.tau_embed.bias).relu()
+        steps.append(Step("iqn_mix", (), (emb[0],)))
+    A, n = net.n_actions, net.n_out
+    if net.config.use_dueling:
+        layers = (net.value_hidden, net.value_out, net.adv_hidden, net.adv_out)
+        steps.append(Step("dueling", (A, n), [t for m in layers for t in _eval_linear(m).tensors]))
+    else: steps += [_eval_linear(net.q_hidden, RELU), _eval_linear(net.q_out)]
+    if net.head == "c51": steps.append(Step("c51_q", (A, n), (net.support,)))
+    if net.head == "iqn": steps.append(Step("quantile_mean", (net.config.iqn_k,)))
+    return steps
 
 # %% ../../nbs/rl/00_rainbow.ipynb #134454d5
 def c51_projection(next_probs: Tensor, returns: Tensor, discounts: Tensor, v_min: float, v_max: float) -> Tensor:

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import signal, sys
+from typing import Callable
 import torch
-
-import gpurl
+from fastcore.script import is_cli
+from ..core.version import __version__
 from ..core.device import default_device
 from ..core.config import merge_configs
 from ..data.bars import periods_per_year, infer_periods_per_year
@@ -21,8 +23,8 @@ from ..infer.policy import models, get_model
 from .rundir import DEFAULT_DATA, RunConfig, RunData, load_data, run_folds, synthetic_settings
 
 # %% auto #0
-__all__ = ['DEFAULTS', 'SYNTHETIC_FOLDS', 'LOB_DEFAULTS', 'UsageError', 'flag_name', 'is_flag_type', 'check_arg', 'parse_gpu_ids',
-           'resolve_device', 'read_config_json', 'probe_trainer', 'resolve']
+__all__ = ['DEFAULTS', 'SYNTHETIC_FOLDS', 'LOB_DEFAULTS', 'UsageError', 'run_console', 'flag_name', 'is_flag_type', 'check_arg',
+           'parse_gpu_ids', 'resolve_device', 'read_config_json', 'probe_trainer', 'resolve']
 
 # %% ../../nbs/run/01_resolve.ipynb #b308a0a8
 DEFAULTS = dict(algo="dqn", data="synthetic", folds=10, train_bars=1000, val_bars=300, test_bars=400, embargo=0,
@@ -33,6 +35,24 @@ LOB_DEFAULTS = dict(train_bars=10_000, val_bars=2_500, test_bars=2_500)   # orde
 
 class UsageError(ValueError):
     "Bad user input for gpurl_train: the message says what to change (the console script prints it, exit code 2)."
+
+# %% ../../nbs/run/01_resolve.ipynb #5f5c44b2
+def _sigterm_as_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+def run_console(command: Callable, main: Callable[[], object], failures: tuple[type[BaseException], ...] = ()):
+    "Run console script `command`'s `main()` and return its value (None when `command` runs as a command: the script's exit status reads it, and 0 is success); SIGTERM as Ctrl-C; as a command, a UsageError is one line and exit 2, `failures` exit 1, Ctrl-C 130 (from Python they raise)."
+    name, cli = command.__name__, is_cli(command)     # this command's own run: another call_parse CLI (nbdev_test) may be running us
+    if cli and sys.platform != "win32": signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    try:
+        result = main()
+        return None if cli else result
+    except (UsageError, *failures) as e:
+        if not cli: raise
+        print(f"{name}: error: {e}", file=sys.stderr); sys.exit(2 if isinstance(e, UsageError) else 1)
+    except KeyboardInterrupt:
+        if not cli: raise
+        sys.exit(130)
 
 # %% ../../nbs/run/01_resolve.ipynb #27008bda
 def flag_name(name: str) -> str:
@@ -68,7 +88,7 @@ def parse_gpu_ids(gpu_ids: str | list | None) -> list[int]:
     return ids
 
 def resolve_device(device: str | None, gpu_ids: str | list | None) -> tuple[torch.device, list[int]]:
-    "The torch device to train on and the checked --gpu_ids (several: `gpurl.apps.cli.train` starts a torchrun worker per GPU)."
+    "The torch device to train on and the checked --gpu_ids (several: `gpurl_train` starts a torchrun worker per GPU)."
     ids = parse_gpu_ids(gpu_ids)
     if device is None: dev = torch.device("cuda", ids[0]) if ids else default_device()
     else:
@@ -159,6 +179,18 @@ def _seen_periods_per_year(info: dict, seen: np.ndarray) -> dict:
     return {**info, "periods_per_year": ppy,
             "periods_per_year_how": f"counted from the timestamps of the {len(seen):,} bars before the first test bar: {how}"}
 
+def _check_flags(a: dict, kind: str, date_col) -> None:
+    "The checks of single flags (with their defaults filled in `a`): types, ranges, the data's kind, where --date_col applies."
+    check_arg("data", a["data"], str)
+    _check_data_kind(a["algo"], kind, a["data"])
+    check_arg("date_col", date_col, (str, None))
+    if date_col is not None and (kind == "lob" or a["data"] == "synthetic"):
+        raise UsageError(f"--date_col names a column of a bars file: drop it with --data {a['data']}")
+    for k, lo in (("folds", 1), ("train_bars", 2), ("val_bars", 2), ("test_bars", 2), ("embargo", 0), ("epochs", 1), ("seed", 0)):
+        check_arg(k, a[k], int, lo)
+    check_arg("cost_bps", a["cost_bps"], float, 0.0)
+    if not math.isfinite(a["cost_bps"]): raise UsageError(f"--cost_bps must be a finite number of basis points, got {a['cost_bps']}")
+
 def _resolve(algo=None, data=None, config=None, folds=None, train_bars=None, val_bars=None, test_bars=None,
              embargo=None, cost_bps=None, epochs=None, seed=None, device=None, gpu_ids=None, date_col=None
              ) -> tuple[RunConfig, RunData]:
@@ -172,15 +204,7 @@ def _resolve(algo=None, data=None, config=None, folds=None, train_bars=None, val
     kind = get_model(algo_name).data
     defaults = {**DEFAULTS, "data": DEFAULT_DATA[kind], **(LOB_DEFAULTS if kind == "lob" else {})}
     a = {k: defaults[k] if v is None else v for k, v in given.items()}
-    check_arg("data", a["data"], str)
-    _check_data_kind(a["algo"], kind, a["data"])
-    check_arg("date_col", date_col, (str, None))
-    if date_col is not None and (kind == "lob" or a["data"] == "synthetic"):
-        raise UsageError(f"--date_col names a column of a bars file: drop it with --data {a['data']}")
-    for k, lo in (("folds", 1), ("train_bars", 2), ("val_bars", 2), ("test_bars", 2), ("embargo", 0), ("epochs", 1), ("seed", 0)):
-        check_arg(k, a[k], int, lo)
-    check_arg("cost_bps", a["cost_bps"], float, 0.0)
-    if not math.isfinite(a["cost_bps"]): raise UsageError(f"--cost_bps must be a finite number of basis points, got {a['cost_bps']}")
+    _check_flags(a, kind, date_col)
     a["cost_bps"], cost_bps = float(a["cost_bps"]), None if cost_bps is None else float(cost_bps)
     dev, ids = resolve_device(device, gpu_ids)
     user = read_config_json(config)
@@ -217,7 +241,7 @@ def _resolve(algo=None, data=None, config=None, folds=None, train_bars=None, val
     if a["data"] != DEFAULT_DATA[kind]: a["data"] = info["source"]       # absolute: --resume and load_run work from anywhere
     rc = RunConfig(**{k: a[k] for k in _RUN_FLAGS}, device=str(dev), gpu_ids=ids, date_col=date_col,
                    trainer=tcfg.to_dict(), driver=driver.to_dict(), synthetic=synth, data_info=info,
-                   gpurl_version=gpurl.__version__, created=datetime.datetime.now().isoformat(timespec="seconds"))
+                   gpurl_version=__version__, created=datetime.datetime.now().isoformat(timespec="seconds"))
     rc.record_bar_usage(rows.times)
     return rc, rows
 

@@ -20,8 +20,11 @@ from ..data.lob import UP, STATIONARY, DOWN
 from ..core.metrics import IGNORE_INDEX, classification_metrics, majority_class, majority_f1, regression_metrics
 from ..envs.trading import EnvConfig, gather_windows
 from ..core.device import HardwareBudget, rng_state, set_rng_state
-from ..core import precision as hardware
+from ..core import device as core_device
+from ..systems.distributed import DataParallelFields
 from ..train import walkforward
+from ..train.base import Trainer
+from ..systems.steps import Step, member_steps, register_steps
 from ..train import registry
 
 # %% auto #0
@@ -166,6 +169,8 @@ class BarMLP(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor: return self.net(x)
 
+register_steps(BarMLP)(lambda m: member_steps(m.net))   # an ensemble stacks it as its Sequential
+
 @dataclass
 class MlpConfig(SupervisedConfig):
     "The bar MLP (`--algo mlp`): hidden widths (tensor-core aligned) on top of `SupervisedConfig`."
@@ -201,30 +206,27 @@ def _first_bad(mask: Tensor) -> int:
     return int(mask.reshape(len(mask), -1).any(1).nonzero()[0, 0])
 
 # %% ../../nbs/seq/00_supervised.ipynb #4e583c35
-class SupervisedTrainer:
+class SupervisedTrainer(Trainer):
     "A supervised model trained on one fold's labelled train split; a FoldTrainer that backtests (or scores) its predictions."
-    def __init__(self, config: SupervisedConfig, train: FoldData, *, device: torch.device | str | None = None):
-        if not isinstance(config, SupervisedConfig):
-            raise TypeError(f"config must be a SupervisedConfig subclass such as MlpConfig, got {type(config).__name__}")
-        if not isinstance(train, FoldData):
-            raise TypeError(f"SupervisedTrainer needs the fold's train split (a FoldData, e.g. splits.train), got {type(train).__name__}")
-        dev = torch.device(device) if device is not None else train.device
-        if dev.type == "cuda" and dev.index is None: dev = torch.device("cuda", torch.cuda.current_device())
-        self.config, self.device, self.priced, self.n_features = config, dev, config.priced, train.n_features
-        self.precision = config.precision_policy(dev)
+    config_class = SupervisedConfig       # any subclass: MlpConfig, TlobConfig, LiquidConfig, ...
+    data_parallel_fields = DataParallelFields(split=("batch_size",), replicated=("model", "optimizer"), label_shards=True)
+
+    def build(self, train: FoldData) -> None:
+        "Precision policy, model, AdamW on a device lr, then the split's rows and buffers (inside `self.globals`)."
+        config, dev = self.config, self.device
+        self.priced, self.n_features = config.priced, train.n_features
+        self.use_precision(config.precision_policy(dev))
         self.grad_sync = None        # data-parallel gradient hook (gpurl.systems.distributed); None: no collective, no kernel
         self._checked: dict[tuple, int] = {}                  # splits checked so far -> label column
         self.column = self.check_split(train, "train")
-        self._globals = TrainerGlobals(config.seed, dev, tf32=self.precision.tf32 if dev.type == "cuda" else None)
-        with self._globals:
-            self.model = SupervisedModel(config.build_model(train.n_features), config.env.window, train.n_features,
-                                         config.task, config.trade_threshold).to(dev)
-            self._params = [p for p in self.model.parameters() if p.requires_grad]
-            cuda = dev.type == "cuda"
-            self._lr = torch.tensor(config.lr, dtype=torch.float32, device=dev)     # the driver scales it in place
-            self.optimizer = torch.optim.AdamW(self._params, lr=self._lr, weight_decay=config.weight_decay,
-                                               capturable=cuda, foreach=cuda)
-            self._bind(train.to(dev))
+        self.model = SupervisedModel(config.build_model(train.n_features), config.env.window, train.n_features,
+                                     config.task, config.trade_threshold).to(dev)
+        self._params = [p for p in self.model.parameters() if p.requires_grad]
+        cuda = dev.type == "cuda"
+        self._lr = torch.tensor(config.lr, dtype=torch.float32, device=dev)     # the driver scales it in place
+        self.optimizer = torch.optim.AdamW(self._params, lr=self._lr, weight_decay=config.weight_decay,
+                                           capturable=cuda, foreach=cuda)
+        self._bind(train)
 
     @property
     def lr(self) -> Tensor:
@@ -292,7 +294,7 @@ def _bind(self: SupervisedTrainer, train: FoldData) -> None:
     self._batch = torch.zeros(self.batch_size, dtype=torch.int64, device=dev)   # the captured step's row indices
     self._acc = torch.zeros(3, dtype=torch.float32, device=dev)   # loss sum over micro-batches, grad-norm sum, updates
     self._steps = torch.zeros((), dtype=torch.int64, device=dev)  # optimizer steps so far
-    self._graphs: dict = {}
+    self.release_graphs()        # a rebind reallocates what the captured steps read
 
 # %% ../../nbs/seq/00_supervised.ipynb #155ef2b5
 AUTO_BATCH_FRACTION = 0.85   # of the free memory a batch may take (the rest: allocator slack, evaluation, other tensors)
@@ -324,20 +326,14 @@ def auto_batch_size(self: SupervisedTrainer, budget: HardwareBudget | None = Non
     budget = HardwareBudget.detect(self.device) if budget is None else budget
     fraction = AUTO_BATCH_FRACTION / (2 if self.captured else 1)   # a captured step also holds its graph's pool
     most = max(len(self.rows) // self.config.grad_accum_steps, 1)
-    return hardware.auto_batch_size(self.step_memory, budget, fraction=fraction, max_batch=most)
+    return core_device.auto_batch_size(self.step_memory, budget, fraction=fraction, max_batch=most)
 
 # %% ../../nbs/seq/00_supervised.ipynb #99b41a54
-@patch
-def _autocast(self: SupervisedTrainer):
-    "Autocast as the precision policy says (cache off: the step may be captured in a CUDA graph)."
-    mp = self.precision
-    return torch.autocast(self.device.type, dtype=mp.dtype, enabled=mp.autocast, cache_enabled=False)
-
 @patch
 def _loss(self: SupervisedTrainer, bars: Tensor) -> Tensor:
     "Mean loss of the rows `bars` by the config's `loss` (outputs in fp32)."
     W, F_ = self.config.env.window, self.n_features
-    with self._autocast(): out = self.model(gather_windows(self.features, bars, W).view(-1, W, F_)).float()
+    with self.autocast(): out = self.model(gather_windows(self.features, bars, W).view(-1, W, F_)).float()
     return self.config.loss(out, self.targets[bars])
 
 @patch
@@ -369,9 +365,7 @@ def _run(self: SupervisedTrainer, kind: str) -> None:
     "Run the micro-batch or the update: eagerly on the CPU and before AdamW has state, else by replaying its CUDA graph."
     fn = self._micro if kind == "micro" else self._update
     if not (self.captured and self.optimizer.state): return fn()
-    if kind not in self._graphs:
-        self._graphs[kind] = capture_graph(fn, state=self._state_tensors, device=self.device)
-    self._graphs[kind]()
+    self.capture_step(kind, fn, state=self._state_tensors)()
 
 @patch
 @TrainerGlobals.method
@@ -413,7 +407,7 @@ def predict(self: SupervisedTrainer, data: FoldData, pad: bool | None = None) ->
     was = self.model.training
     self.model.eval()
     try:
-        with torch.inference_mode(), self._autocast():
+        with torch.inference_mode(), self.autocast():
             out = self._in_chunks(lambda r: self.model(gather_windows(x, r, W).view(-1, W, F_)).float(),
                                   torch.arange(W - 1, len(x), device=x.device), pad)
     finally: self.model.train(was)
@@ -426,7 +420,7 @@ def act_scores(self: SupervisedTrainer, obs: Tensor, pad: bool | None = None) ->
     was = self.model.training
     self.model.eval()
     try:
-        with torch.inference_mode(), self._autocast(): scores = self._in_chunks(self.model.act_scores, obs, pad)
+        with torch.inference_mode(), self.autocast(): scores = self._in_chunks(self.model.act_scores, obs, pad)
     finally: self.model.train(was)
     return scores.clone()                                    # a normal tensor: the backtest writes beside it
 
@@ -500,7 +494,7 @@ def load_state_dict(self: SupervisedTrainer, state: dict) -> None:
         self._lr.copy_(torch.as_tensor(self.optimizer.param_groups[0]["lr"]))
         self._steps.copy_(torch.as_tensor(state["steps"]))
     for g in self.optimizer.param_groups: g["lr"] = self._lr    # AdamW keeps reading the one device lr
-    self._graphs.clear()
+    self.release_graphs()
     if "rng" in state: set_rng_state(state["rng"])
 
 @patch
@@ -515,6 +509,17 @@ class PositionPolicy(nn.Module):
     def __init__(self, model: SupervisedModel):
         super().__init__(); self.model = model
     def forward(self, obs: Tensor) -> Tensor: return self.model.act_scores(obs)
+
+@register_steps(PositionPolicy)
+def _position_steps(m: PositionPolicy) -> list[Step] | None:
+    "A bar MLP's position scores as stackable steps: its window columns, the MLP, the class flip or the thresholded forecast."
+    sm = m.model
+    if type(sm.net) is not BarMLP: return None          # the other nets read (B, window, F) windows, not flat rows
+    inner, wf = member_steps(sm.net), sm.window * sm.n_features
+    if inner is None: return None
+    head = (Step("flip") if sm.task == "classification" else
+            Step("forecast", (), (sm.target_scale.float(), torch.tensor(sm.threshold, dtype=torch.float32))))
+    return [Step("take", (wf, wf + 1)), *inner, head]
 
 @patch(cls_method=True)
 def policy_from(cls: SupervisedTrainer, config: SupervisedConfig, metadata: Mapping[str, str],

@@ -411,10 +411,12 @@ def loss(self: TftConfig, out: Tensor, target: Tensor) -> Tensor:
 # %% ../../nbs/seq/05_tft.ipynb #b2534198
 class TftTrainer(SupervisedTrainer):
     "`SupervisedTrainer` for the TFT: splits checked for their known-future calendar; next-H-return targets; `interpret`."
-    def __init__(self, config: TftConfig, train: FoldData, *, device: torch.device | str | None = None):
-        if not isinstance(config, TftConfig): raise TypeError(f"TftTrainer needs a TftConfig, got {type(config).__name__}")
-        self._calendar_checked: set = set()                   # splits whose calendar was checked (once per split)
-        super().__init__(config, train, device=device)
+    config_class = TftConfig
+
+    def build(self, train: FoldData) -> None:
+        "The supervised trainer's build, with the record of splits whose calendar was checked (once per split)."
+        self._calendar_checked: set = set()
+        super().build(train)
 
     def check_split(self, data: FoldData, name: str = "given") -> int:
         "The supervised checks, after the calendar's: a split without it (or packed for another horizon) is a ValueError."

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor, nn
 from ..core.state import SAFETENSORS_NAMES, encode_header, read_safetensors_header
 from ..core.files import format_path, atomic_write_bytes, path_callback
+from ..core.version import __version__
 
 # %% auto #0
 __all__ = ['SnapshotRing', 'default_ring', 'config_hash', 'checkpoint_metadata', 'CheckpointSnapshot', 'snapshot_model_to_pinned',
@@ -190,11 +191,6 @@ def default_ring() -> SnapshotRing:
     return _DEFAULT_RING
 
 # %% ../../nbs/systems/00_checkpoint.ipynb #56367254
-def _gpurl_version() -> str:
-    try:
-        import gpurl; return str(gpurl.__version__)
-    except Exception: return "unknown"
-
 def _to_str(v) -> str:
     if isinstance(v, str): return v
     if isinstance(v, Tensor):
@@ -207,7 +203,7 @@ def _coerce_metadata(metadata: Mapping | None) -> dict[str, str]:
     for k, v in (metadata or {}).items():
         if not isinstance(k, str): raise TypeError(f"metadata keys must be str, got {k!r}")
         out[k] = _to_str(v)
-    out.setdefault("gpurl_version", _gpurl_version())
+    out.setdefault("gpurl_version", __version__)
     return out
 
 def config_hash(config) -> str:

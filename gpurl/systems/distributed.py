@@ -4,7 +4,7 @@
 
 # %% ../../nbs/systems/03_distributed.ipynb #b57da94a
 from __future__ import annotations
-import dataclasses, datetime, os, sys
+import dataclasses, datetime, os
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -16,14 +16,11 @@ from fastcore.basics import patch
 from ..core.config import Config, config_error
 from ..data.folds import FoldData
 from ..core.metrics import IGNORE_INDEX
-from ..rl.dqn import DqnTrainer, DqnConfig
-from ..rl.ppo import PpoTrainer, PpoConfig
-from ..seq.supervised import SupervisedConfig, SupervisedTrainer
 
 # %% auto #0
 __all__ = ['SCALING', 'MultiGpuConfig', 'Worker', 'torchrun_worker', 'restart_count', 'init_worker', 'NcclGradientSync',
-           'rank_config', 'shard_labels', 'grad_sync_owner', 'DistributedTrainer', 'replica_class', 'data_parallel',
-           'discard_checkpoint', 'WorkerFailure', 'torchrun_command', 'launch']
+           'DataParallelFields', 'data_parallel_fields', 'rank_config', 'shard_labels', 'grad_sync_owner',
+           'DistributedTrainer', 'replica_class', 'data_parallel', 'discard_checkpoint']
 
 # %% ../../nbs/systems/03_distributed.ipynb #90e29e28
 SCALING = ("strong", "weak")       # strong: the global batch split over the ranks; weak: each rank keeps its batch
@@ -161,16 +158,27 @@ class NcclGradientSync:
         torch._foreach_copy_(grads, views)
 
 # %% ../../nbs/systems/03_distributed.ipynb #65130271
-_SPLIT = ((DqnConfig, ("n_envs", "batch_size", "warmup", "replay_capacity")), (PpoConfig, ("n_envs",)),
-          (SupervisedConfig, ("batch_size",)))      # what strong scaling divides by the world size
+@dataclass(frozen=True)
+class DataParallelFields:
+    "What a trainer declares (class attribute `data_parallel_fields`) to train data-parallel: what is split, what is replicated."
+    split: tuple[str, ...] = ()        # config fields strong scaling divides by the world size (batch, envs, replay)
+    replicated: tuple[str, ...] = ()   # state_dict keys every rank holds alike, rank 0's at start (weights, optimizer)
+    label_shards: bool = False         # each rank scores only its rows' labels (supervised; features kept whole)
+    on_policy: bool = False            # every update must see the averaged gradient: sync_every_n_steps 1 only
 
-def rank_config(config: Config, world_size: int, rank: int, scaling: str = "strong") -> Config:
-    "Rank `rank`'s trainer config: seed + rank (its own envs and draws); strong scaling divides the batch (and envs) by world_size."
+def data_parallel_fields(trainer) -> DataParallelFields:
+    "The `data_parallel_fields` a trainer class (or instance) declares; a TypeError names what is missing."
+    fields = getattr(trainer, "data_parallel_fields", None)
+    if fields is None:
+        name = trainer.__name__ if isinstance(trainer, type) else type(trainer).__name__
+        raise TypeError(f"{name} declares no data_parallel_fields = DataParallelFields(...), so it cannot train data-parallel")
+    return fields
+
+def rank_config(config: Config, fields: DataParallelFields, world_size: int, rank: int, scaling: str = "strong") -> Config:
+    "Rank `rank`'s trainer config: seed + rank (its own envs and draws); strong scaling divides `fields.split` by world_size."
     if scaling not in SCALING: raise ValueError(f"scaling must be one of {list(SCALING)}, got {scaling!r}")
-    keys = next((k for cls, k in _SPLIT if isinstance(config, cls)), None)
-    if keys is None: raise TypeError(f"{type(config).__name__} is not a DQN, PPO or supervised trainer config")
     changes: dict = {"seed": config.seed + rank}
-    for k in keys if scaling == "strong" else ():
+    for k in fields.split if scaling == "strong" else ():
         v = getattr(config, k)
         if v % world_size:
             raise ValueError(f"strong scaling splits {k}={v} over {world_size} ranks: make it a multiple of {world_size} "
@@ -188,8 +196,6 @@ def shard_labels(data: FoldData, world_size: int, rank: int) -> FoldData:
     return dataclasses.replace(data, labels=data.labels.where(mine, torch.full_like(data.labels, fill)))
 
 # %% ../../nbs/systems/03_distributed.ipynb #9aaed171
-_REPLICATED = ((DqnTrainer, ("learner",)), (PpoTrainer, ("net", "optim")), (SupervisedTrainer, ("model", "optimizer")))
-
 def _tensors(tree) -> list[Tensor]:
     "Every tensor of a nested dict / list state, in a fixed order."
     if isinstance(tree, Tensor): return [tree]
@@ -211,12 +217,6 @@ def grad_sync_owner(trainer):
         raise TypeError(f"{type(trainer).__name__} has no grad_sync hook, so it cannot train data-parallel")
     return owner
 
-def _replicated_keys(trainer) -> tuple[str, ...]:
-    "The state_dict keys every rank must hold alike (weights, optimizer), by trainer class."
-    keys = next((k for cls, k in _REPLICATED if isinstance(trainer, cls)), None)
-    if keys is None: raise TypeError(f"{type(trainer).__name__} is not a DQN, PPO or supervised trainer")
-    return keys
-
 # %% ../../nbs/systems/03_distributed.ipynb #c354b08c
 class DistributedTrainer:
     "A trainer replica of a torchrun job: rank 0's weights at start, gradients synced, rank 0's validation, all ranks' state."
@@ -231,14 +231,15 @@ class DistributedTrainer:
         self.config = trainer.config if run_config is None else run_config   # the run's config: one config hash on every rank
         captured = getattr(trainer, "captured", getattr(trainer, "use_graphs", False))
         sync = sync if sync is not None else NcclGradientSync()
-        if sync.every > 1 and (captured or isinstance(trainer, PpoTrainer)):
+        fields = data_parallel_fields(trainer)
+        if sync.every > 1 and (captured or fields.on_policy):
             raise ValueError(f"sync_every_n_steps={sync.every}: " + (
-                "PPO is on-policy, its few minibatch steps per rollout must each see the averaged gradient: use 1"
-                if isinstance(trainer, PpoTrainer) else "the steps are counted on the host, but this trainer replays "
+                f"{type(trainer).__name__} is on-policy, its few minibatch steps per rollout must each see the averaged "
+                "gradient: use 1" if fields.on_policy else "the steps are counted on the host, but this trainer replays "
                 "captured CUDA graphs: use 1, or set cuda_graph false in --config"))
         self.sync = sync
         grad_sync_owner(trainer).grad_sync = sync
-        if isinstance(trainer, SupervisedTrainer):       # every rank the same number of steps: shards differ by a row
+        if fields.label_shards:                          # every rank the same number of steps: shards differ by a row
             n = torch.tensor(trainer.steps_per_epoch, device=worker.device)
             dist.all_reduce(n, op=dist.ReduceOp.MIN); trainer.steps_per_epoch = int(n)
         self.broadcast_replicated()
@@ -266,7 +267,7 @@ def replica_class(cls: type, trainer) -> type:
 @patch
 def broadcast_replicated(self: DistributedTrainer) -> None:
     "Make every rank's weights and optimizer state rank 0's (as DDP does at construction)."
-    keys = _replicated_keys(self.trainer)
+    keys = data_parallel_fields(self.trainer).replicated
     state = self.trainer.state_dict()
     dev = self.worker.device
     for t in _tensors({k: state[k] for k in keys}):
@@ -307,30 +308,12 @@ def load_state_dict(self: DistributedTrainer, state: dict) -> None:
 def data_parallel(trainer_cls: type, config: Config, worker: Worker) -> Callable[[FoldData], DistributedTrainer]:
     "A `train_walk_forward` trainer factory for this rank: its config (`rank_config`), its data shard (supervised), the replica."
     W, r, mgc = worker.world_size, worker.rank, worker.config
-    cfg = rank_config(config, W, r, mgc.scaling)
+    fields = data_parallel_fields(trainer_cls)
+    cfg = rank_config(config, fields, W, r, mgc.scaling)
     def make(train: FoldData) -> DistributedTrainer:
-        if issubclass(trainer_cls, SupervisedTrainer) and W > 1: train = shard_labels(train, W, r)
+        if fields.label_shards and W > 1: train = shard_labels(train, W, r)
         return DistributedTrainer(trainer_cls(cfg, train), worker, NcclGradientSync(mgc.sync_every_n_steps), config)
     return make
 
 def discard_checkpoint(data: bytes, metadata: dict[str, str]) -> None:
     "The checkpoint target of ranks other than 0: rank 0 alone writes the run directory."
-
-# %% ../../nbs/systems/03_distributed.ipynb #d043dec3
-class WorkerFailure(RuntimeError):
-    "A torchrun job ended with a failed worker (torchrun's report above it names the rank and its exit code)."
-
-def torchrun_command(args: list[str], *, nproc_per_node: int, nnodes: str = "1", rdzv_endpoint: str | None = None,
-                     max_restarts: int = 0, rdzv_id: str = "gpurl") -> list[str]:
-    "The torchrun (`python -m torch.distributed.run`) command starting `args` (a script or -m module and its flags)."
-    base = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc_per_node}", f"--nnodes={nnodes}",
-            f"--max_restarts={max_restarts}"]
-    if rdzv_endpoint is None: return base + ["--standalone", *args]       # one machine: a free local port
-    return base + ["--rdzv_backend=c10d", f"--rdzv_endpoint={rdzv_endpoint}", f"--rdzv_id={rdzv_id}", *args]
-
-def launch(command: list[str], env: dict[str, str] | None = None) -> None:
-    "Run a torchrun command in the foreground; WorkerFailure when it fails (torchrun has printed which rank and why)."
-    import subprocess
-    code = subprocess.run(command, env={**os.environ, **(env or {})}).returncode
-    if code: raise WorkerFailure(f"torchrun exited with code {code}: a worker failed (torchrun's 'Root Cause' report above "
-                                 "names its rank and exit code); every rank was stopped")

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 
 from ..core.config import Config
+from ..core.version import __version__
 
 # %% auto #0
 __all__ = ['MODELS', 'ModelSpec', 'register_model', 'model_card']
@@ -45,6 +46,5 @@ def register_model(name: str, trainer: type, config: type, *, data: str = "bars"
 
 def model_card(algo: str, model: str, config: Config, obs_dim: int, n_actions: int) -> dict[str, str]:
     "The metadata that rebuilds a model from a checkpoint alone: registry name, model kind, config JSON, sizes, version."
-    from gpurl import __version__
     return {"algo": algo, "model": model, "trainer_config": json.dumps(config.to_dict(), separators=(",", ":")),
             "obs_dim": str(int(obs_dim)), "n_actions": str(int(n_actions)), "gpurl_version": __version__}

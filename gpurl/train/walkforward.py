@@ -316,6 +316,27 @@ def _submit_last_state(trainer, st: _DriverState, best: dict, w: _Writer, record
     w.submit(tensors, record, flat_meta, record=False)
 
 # %% ../../nbs/train/02_walkforward.ipynb #47cb756b
+def _run_epoch(trainer: FoldTrainer, val: FoldData, cfg: DriverConfig, st: _DriverState, best: dict, w: _Writer, fold: int,
+               h: str, card: dict, on_epoch_end, bar) -> None:
+    "Epoch `st.epoch` of a fold: train, validate (the epoch's one host read), the stopping rules and checkpoints, the hooks."
+    epoch = st.epoch
+    m = _read_metrics(trainer.train_epoch(), trainer.validate(val), trainer.lr)
+    if f"val_{cfg.metric}" not in m:
+        raise ValueError(f"trainer.validate() returned {sorted(k[4:] for k in m if k.startswith('val_'))}; "
+                         f"it must hold the metric {cfg.metric!r} (and 'sharpe')")
+    st.history.append({"epoch": float(epoch), **m})
+    step = int(m["train_step"]) if "train_step" in m else epoch + 1
+    meta = lambda kind: _meta(fold, kind, epoch, step, m, cfg.metric, h, card)
+    _apply_rules(trainer, cfg, st, best, w, m[f"val_{cfg.metric}"], epoch, meta)
+    st.epoch = epoch + 1
+    if on_epoch_end is not None: on_epoch_end(fold, epoch, dict(m))
+    bar.set_postfix({k: f"{m[n]:.4g}" for k, n in (("loss", "train_loss"), ("val_sharpe", "val_sharpe"), ("lr", "lr"))
+                     if n in m}, refresh=False)
+    bar.update(1)
+    if w.target is not None and cfg.last_state_every and (st.epoch % cfg.last_state_every == 0 or st.stop_reason):
+        _submit_last_state(trainer, st, best, w, meta("last_state"), h)
+    w.check()
+
 def train_fold(trainer: FoldTrainer, data: FoldSplits | tuple[FoldData, FoldData], driver: DriverConfig | None = None,
                checkpoint_callback: CheckpointCallback | str | Path | None = None, *,
                fold: int | None = None, resume_state=None, progress: bool = True,
@@ -342,24 +363,8 @@ def train_fold(trainer: FoldTrainer, data: FoldSplits | tuple[FoldData, FoldData
                leave=True, dynamic_ncols=True)
     t0 = time.perf_counter()
     try:
-        for epoch in range(st.epoch, cfg.epochs if st.stop_reason is None else st.epoch):
-            m = _read_metrics(trainer.train_epoch(), trainer.validate(val), trainer.lr)  # the epoch's one host read
-            if f"val_{cfg.metric}" not in m:
-                raise ValueError(f"trainer.validate() returned {sorted(k[4:] for k in m if k.startswith('val_'))}; "
-                                 f"it must hold the metric {cfg.metric!r} (and 'sharpe')")
-            value = m[f"val_{cfg.metric}"]
-            st.history.append({"epoch": float(epoch), **m})
-            step = int(m["train_step"]) if "train_step" in m else epoch + 1
-            meta = lambda kind: _meta(fold, kind, epoch, step, m, cfg.metric, h, card)
-            _apply_rules(trainer, cfg, st, best, w, value, epoch, meta)
-            st.epoch = epoch + 1
-            if on_epoch_end is not None: on_epoch_end(fold, epoch, dict(m))
-            bar.set_postfix({k: f"{m[n]:.4g}" for k, n in (("loss", "train_loss"), ("val_sharpe", "val_sharpe"),
-                                                           ("lr", "lr")) if n in m}, refresh=False)
-            bar.update(1)
-            if w.target is not None and cfg.last_state_every and (st.epoch % cfg.last_state_every == 0 or st.stop_reason):
-                _submit_last_state(trainer, st, best, w, meta("last_state"), h)
-            w.check()
+        for _ in range(st.epoch, cfg.epochs if st.stop_reason is None else st.epoch):
+            _run_epoch(trainer, val, cfg, st, best, w, fold, h, card, on_epoch_end, bar)
             if st.stop_reason: break
     except BaseException as exc:
         if ckpt is not None:
