@@ -14,6 +14,10 @@ extras = {'dev': shlex.split(cfg.get('dev_requirements', '')),
           # peer libraries the tests and benchmarks compare with (quantstats: tear sheets; SB3 + gym-anytrading: the
           # PPO baseline; ncps: liquid networks; pytorch-forecasting: the TFT)
           'peers': ['quantstats', 'stable-baselines3', 'gym-anytrading', 'ncps==1.0.1', 'pytorch-forecasting==1.8.0'],
+          # experiment trackers (gpurl_train --log) and exported policies (gpurl_export)
+          'tensorboard': ['tensorboard'],
+          'mlflow': ['mlflow-skinny>=3', 'sqlalchemy', 'alembic'],
+          'export': ['onnx', 'onnxscript', 'onnxruntime'],
           }
 
 setuptools.setup(

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from gpurl.run.runner import TIMING_COLUMNS
 from safetensors import safe_open
 from safetensors.torch import load_file
 
@@ -231,7 +232,7 @@ def test_no_cuda_is_a_usage_error(tmp_path):
 
 
 def _strip(rows: list[dict]) -> list[dict]:
-    return [{k: v for k, v in m.items() if k != "time"} for m in rows]
+    return [{k: v for k, v in m.items() if k not in TIMING_COLUMNS} for m in rows]
 
 def _fold_results(run: Path) -> list[dict]:
     return [{k: v for k, v in f.items() if k not in ("seconds", "checkpoints")}

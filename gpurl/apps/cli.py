@@ -68,10 +68,12 @@ def main(algo: str | None = None, data: str | None = None, config: str | dict | 
          resume: str | os.PathLike | None = None, date_col: str | None = None, progress: bool = True,
          summary: bool = True, nproc_per_node: int | None = None, nnodes: str | int | None = None,
          rdzv_endpoint: str | None = None, max_restarts: int | None = None,
-         ensemble: int | str | None = None) -> Run | EnsembleRun | None:
+         ensemble: int | str | None = None, log: str | None = None, log_dir: str | os.PathLike | None = None
+         ) -> Run | EnsembleRun | None:
     "gpurl_train with its flags as keywords (None: the default): a run, a resumed run, an ensemble, or a torchrun job of one."
     plan = dict(algo=algo, data=data, config=config, folds=folds, train_bars=train_bars, val_bars=val_bars,
-                test_bars=test_bars, embargo=embargo, cost_bps=cost_bps, epochs=epochs, seed=seed, date_col=date_col)
+                test_bars=test_bars, embargo=embargo, cost_bps=cost_bps, epochs=epochs, seed=seed, date_col=date_col,
+                log=log, log_dir=log_dir)
     job = dict(nproc_per_node=nproc_per_node, nnodes=nnodes, rdzv_endpoint=rdzv_endpoint, max_restarts=max_restarts)
     if ensemble is not None or runner.is_ensemble(resume):
         return _ensemble(plan, ensemble, out, resume, device, gpu_ids, progress, summary, job)
@@ -143,6 +145,8 @@ def gpurl_train(
     out: str = None,         # run directory to create (default runs/<algo>-<timestamp>)
     resume: str = None,      # continue an interrupted run directory (its config.json holds the settings)
     ensemble: str = None,    # train K >= 2 seeds (--seed, --seed + 1, ...) per fold; backtest their ensemble beside each member
+    log: str = None,         # experiment tracker: none (default), tensorboard or mlflow (pip install "gpurl[tensorboard]" / "gpurl[mlflow]")
+    log_dir: str = None,     # where the tracker writes (default: tensorboard/ or mlflow/ in the run directory; MLflow: $MLFLOW_TRACKING_URI if set)
     quiet: bool = False,     # no progress bars (the summary table is still printed)
 ):
     "Train a model walk-forward on OHLCV bars (DQN, PPO, the supervised bar models) or order-book events (MLPLOB, TLOB, DeepLOB, CfC, LTC); write config, metrics, checkpoints, results, a report."
@@ -150,4 +154,5 @@ def gpurl_train(
         algo=algo, data=data, config=config, folds=folds, train_bars=train_bars, val_bars=val_bars, test_bars=test_bars,
         embargo=embargo, date_col=date_col, cost_bps=cost_bps, epochs=epochs, seed=seed, device=device, gpu_ids=gpu_ids,
         out=out, resume=resume, progress=not quiet, nproc_per_node=nproc_per_node, nnodes=nnodes,
-        rdzv_endpoint=rdzv_endpoint, max_restarts=max_restarts, ensemble=ensemble), failures=(WorkerFailure,))
+        rdzv_endpoint=rdzv_endpoint, max_restarts=max_restarts, ensemble=ensemble, log=log, log_dir=log_dir),
+        failures=(WorkerFailure,))

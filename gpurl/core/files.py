@@ -46,10 +46,10 @@ def atomic_write_bytes(path: str | os.PathLike, data) -> None:
         finally: os.close(fd)
     atomic_write(path, write)
 
-def path_callback(template: str | os.PathLike) -> Callable[[bytearray, dict[str, str]], None]:
+def path_callback(template: str | os.PathLike) -> Callable[[bytes, dict[str, str]], None]:
     "A CheckpointCallback writing the bytes atomically to `template` formatted with the metadata ({fold} {kind} {epoch} ...)."
     template = os.fspath(template)
-    def write(data: bytearray, metadata: dict[str, str]) -> None:
+    def write(data: bytes, metadata: dict[str, str]) -> None:
         atomic_write_bytes(format_path(template, metadata), data)
     write.template = template
     write.__qualname__ = write.__name__ = f"path_callback({template!r})"

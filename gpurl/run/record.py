@@ -21,7 +21,7 @@ from ..systems.checkpoint import load_checkpoint
 from ..train.walkforward import FoldResult, WalkForwardResult, backtest_trainer
 from ..infer.policy import get_model
 from .rundir import RunConfig, RunData, bar_time, load_fold_results, read_jsonl
-from . import report
+from . import forecast, report
 
 # %% auto #0
 __all__ = ['Run', 'read_metrics', 'load_run', 'excess_figures', 'same_plan', 'Trials', 'run_trials', 'deflate', 'compare_runs']
@@ -41,7 +41,9 @@ class Run:
     # the presentation of the figures below (gpurl.run.report), as the run's own methods
     summary, trials_line, write_report = report.summary, report.trials_line, report.write_report
     plot_tear_sheet, plot_learning_curves, plot_equity = report.plot_tear_sheet, report.plot_learning_curves, report.plot_equity
-    plot_drawdown, plot_confusion = report.plot_drawdown, report.plot_confusion
+    plot_drawdown, plot_confusion, plot_forecast_bands = report.plot_drawdown, report.plot_confusion, report.plot_forecast_bands
+    # a quantile forecaster's test bars (gpurl.run.forecast): its levels, forecasts against the realised returns, coverage
+    quantile_levels, forecast_bands, forecast_coverage = forecast.quantile_levels, forecast.forecast_bands, forecast.forecast_coverage
 
     @property
     def complete(self) -> bool:

@@ -15,10 +15,12 @@ from ..core.metrics import drawdown
 from ..core.files import atomic_write_bytes
 from ..infer.policy import get_model
 from .rundir import RunConfig, bar_time
+from .forecast import band_label, quantile_coverage, quantile_label
 
 # %% auto #0
 __all__ = ['number_text', 'excess_text', 'data_label', 'markdown_table', 'trials_line', 'summary', 'plot_tear_sheet',
-           'plot_learning_curves', 'plot_equity', 'plot_drawdown', 'write_report', 'plot_confusion']
+           'plot_learning_curves', 'plot_equity', 'plot_drawdown', 'write_report', 'plot_confusion',
+           'plot_forecast_bands']
 
 # %% ../../nbs/run/02_report.ipynb #3471c6b5
 def number_text(v: float | None, fmt: str = "{:.2f}", width: int = 0) -> str:
@@ -99,7 +101,8 @@ def summary(run) -> str:
     if run.complete and (run.results or {}).get("planted_rule"):
         lines.append(f"reference: the planted rule (knows the synthetic market's mechanism) earns Sharpe "
                      f"{number_text(run.results['planted_rule']['test'].get('sharpe'))} on the same test bars")
-    return "\n".join(lines + _where_lines(run, "equity.png, drawdown.png, tear_sheet.png, learning_curves.png"))
+    plots = "equity.png, drawdown.png, tear_sheet.png, learning_curves.png" + (", forecast_bands.png" if run.quantile_levels() else "")
+    return "\n".join(lines + _where_lines(run, plots))
 
 def _where_lines(run, plots: str) -> list[str]:
     "The summary's last lines: the run directory, and its report and plots once written."
@@ -273,7 +276,7 @@ def write_report(run) -> None:
     for name, fn in (("learning_curves", run.plot_learning_curves), ("equity", run.plot_equity), ("drawdown", run.plot_drawdown),
                      ("tear_sheet", run.plot_tear_sheet)):
         fn().savefig(plots / f"{name}.png", dpi=110)
-    nl = "\n"
+    nl, forecasts = "\n", _forecast_report(run, plots)
     text = f"""{_report_head(run)}
 
 ## Bars used
@@ -308,7 +311,7 @@ Monthly returns of {c.algo} (compounded):
 
 ![drawdown](plots/drawdown.png)
 
-## Files
+{forecasts}## Files
 
 `config.json` (resolved settings, bars used), `metrics.jsonl` (per epoch per fold), `checkpoints/fold{{k}}_best.safetensors`
 (best weights; `load_checkpoint` or `safetensors.torch.load_file`), `results.json`. In Python:
@@ -426,3 +429,54 @@ its mid-price would ignore the spread an event-frequency strategy pays on every 
 load_run("{run.path}")`, then `run.table()`, `run.classification()`, `run.trainer(0)`.
 """
     atomic_write_bytes(run.path / "report.md", text.encode())
+
+# %% ../../nbs/run/02_report.ipynb #4ad80469
+def _band_panel(ax, fold: int, b: dict, qs: tuple) -> None:
+    "One test fold's panel: the outer band shaded, the median forecast, the realised returns as points (outside the band in red), in %."
+    x, f, y = pd.to_datetime(b["time_ns"].numpy()), 100 * b["forecasts"].numpy(), 100 * b["realised"].numpy()
+    mid, band = min(range(len(qs)), key=lambda i: abs(qs[i] - 0.5)), band_label(qs)
+    inside = quantile_coverage(b["forecasts"], b["realised"], qs)[f"inside {band}"]
+    out = (y < f[:, 0]) | (y >= f[:, -1])
+    ax.fill_between(x, f[:, 0], f[:, -1], step="mid", alpha=0.25, lw=0, color="C0",
+                    label=f"{band} forecast: {number_text(inside, '{:.0%}')} inside (nominal {qs[-1] - qs[0]:.0%})")
+    ax.plot(x, f[:, mid], lw=1.0, color="C0", drawstyle="steps-mid", label=f"{quantile_label(qs[mid])} forecast")
+    ax.plot(x[~out], y[~out], ".", ms=3.5, color="black", label="realised")
+    ax.plot(x[out], y[out], ".", ms=3.5, color="C3", label=f"realised, outside {band}")
+    ax.axhline(0, color="grey", lw=0.6)
+    ax.set(title=f"fold {fold} test: next-bar forecasts", xlabel="test bar (forecast at its close)", ylabel="next-bar log return (%)")
+    ax.grid(alpha=0.3); ax.legend(fontsize=7); ax.tick_params(axis="x", labelrotation=30, labelsize=7)
+
+def plot_forecast_bands(run, bands: dict | None = None):
+    "A quantile forecaster's next-bar forecasts on each test fold against the realised returns (`bands`: default `run.forecast_bands()`)."
+    from matplotlib.figure import Figure
+    bands, qs = (run.forecast_bands() if bands is None else bands), run.quantile_levels()
+    n = max(len(bands), 1); cols = min(n, 2); rows = math.ceil(n / cols)
+    fig = Figure(figsize=(5.6 * cols, 3.4 * rows), layout="constrained")
+    axs = fig.subplots(rows, cols, squeeze=False).ravel()
+    for ax, (k, b) in zip(axs, bands.items()): _band_panel(ax, k, b, qs)
+    for ax in axs[len(bands):]: ax.set_visible(False)
+    return fig
+
+# %% ../../nbs/run/02_report.ipynb #36981c4e
+def _forecast_report(run, plots: Path) -> str:
+    "plots/forecast_bands.png and report.md's section on a quantile forecaster's test bars ('' for a run of any other model)."
+    bands = run.forecast_bands()
+    if not bands: return ""
+    run.plot_forecast_bands(bands).savefig(plots / "forecast_bands.png", dpi=110)
+    cov, qs = run.forecast_coverage(bands), run.quantile_levels()
+    rows = [[k, *(number_text(v, "{:,.0f}" if k == "bars" else "{:.1%}") for v in row)] for k, row in cov.iterrows()]
+    p, n = qs[-1] - qs[0], cov.loc["bars", "all"]
+    se = 100 * math.sqrt(p * (1 - p) / n) if n else None
+    return f"""## Forecast quantiles against realised returns
+
+The model forecasts quantiles of the next bars' log returns ({", ".join(map(quantile_label, qs))}); Lim et al. (2021)
+evaluate the TFT by its quantile loss at these levels. Their calibration on the test bars is their coverage: a fraction
+q of the realised next-bar returns should fall below the forecast of level q, and {p:.0%} inside the {band_label(qs)} band.
+Over {n:,.0f} stitched test bars a calibrated band's coverage has a binomial standard error of {number_text(se, "{:.1f}")}
+points (a lower bound: neighbouring bars are not independent); a band that covers less than nominal is too narrow.
+
+{markdown_table(rows, ["", *cov.columns])}
+
+![forecast bands](plots/forecast_bands.png)
+
+"""

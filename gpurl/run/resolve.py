@@ -21,6 +21,7 @@ from ..data.folds import fold_count, fold_min_rows
 from ..train.walkforward import DriverConfig, backtest_trainer
 from ..infer.policy import models, get_model
 from .rundir import DEFAULT_DATA, RunConfig, RunData, load_data, run_folds, synthetic_settings
+from .tracking import check_tracking
 
 # %% auto #0
 __all__ = ['DEFAULTS', 'SYNTHETIC_FOLDS', 'LOB_DEFAULTS', 'UsageError', 'run_console', 'flag_name', 'is_flag_type', 'check_arg',
@@ -192,8 +193,8 @@ def _check_flags(a: dict, kind: str, date_col) -> None:
     if not math.isfinite(a["cost_bps"]): raise UsageError(f"--cost_bps must be a finite number of basis points, got {a['cost_bps']}")
 
 def _resolve(algo=None, data=None, config=None, folds=None, train_bars=None, val_bars=None, test_bars=None,
-             embargo=None, cost_bps=None, epochs=None, seed=None, device=None, gpu_ids=None, date_col=None
-             ) -> tuple[RunConfig, RunData]:
+             embargo=None, cost_bps=None, epochs=None, seed=None, device=None, gpu_ids=None, date_col=None,
+             log=None, log_dir=None) -> tuple[RunConfig, RunData]:
     "Check every input and resolve it into a RunConfig (and the run's rows); raises UsageError, writes nothing."
     given = dict(algo=algo, data=data, folds=folds, train_bars=train_bars, val_bars=val_bars, test_bars=test_bars,
                  embargo=embargo, cost_bps=cost_bps, epochs=epochs, seed=seed)
@@ -207,6 +208,9 @@ def _resolve(algo=None, data=None, config=None, folds=None, train_bars=None, val
     _check_flags(a, kind, date_col)
     a["cost_bps"], cost_bps = float(a["cost_bps"]), None if cost_bps is None else float(cost_bps)
     dev, ids = resolve_device(device, gpu_ids)
+    log, log_dir = "none" if log is None else log, None if log_dir is None else os.fspath(log_dir)
+    try: check_tracking(log, log_dir)
+    except ValueError as e: raise UsageError(str(e)) from None
     user = read_config_json(config)
     where = f"--config {config}" if isinstance(config, (str, os.PathLike)) else "config"
     driver_over, synth_over = user.pop("driver", {}), user.pop("synthetic", {})
@@ -239,7 +243,7 @@ def _resolve(algo=None, data=None, config=None, folds=None, train_bars=None, val
             raise UsageError(f"--{k} {a[k]} is too short for the {a['algo']} trainer's {win}-bar observation window: "
                              f"use at least {win + 2} bars or a smaller env 'window' in --config")
     if a["data"] != DEFAULT_DATA[kind]: a["data"] = info["source"]       # absolute: --resume and load_run work from anywhere
-    rc = RunConfig(**{k: a[k] for k in _RUN_FLAGS}, device=str(dev), gpu_ids=ids, date_col=date_col,
+    rc = RunConfig(**{k: a[k] for k in _RUN_FLAGS}, device=str(dev), gpu_ids=ids, date_col=date_col, log=log, log_dir=log_dir,
                    trainer=tcfg.to_dict(), driver=driver.to_dict(), synthetic=synth, data_info=info,
                    gpurl_version=__version__, created=datetime.datetime.now().isoformat(timespec="seconds"))
     rc.record_bar_usage(rows.times)

@@ -160,6 +160,8 @@ class RunConfig(Config):
     driver: dict                    # DriverConfig.to_dict(): epochs, patience, plateau, checkpoints
     synthetic: dict                 # the synthetic market's settings (used when data == "synthetic")
     date_col: str | None = None     # the bars file's time column (--date_col; None: found by name)
+    log: str = "none"               # experiment tracker (--log): none, tensorboard or mlflow (gpurl.run.tracking)
+    log_dir: str | None = None      # where the tracker writes (--log_dir; None: inside the run directory)
     data_info: dict = field(default_factory=dict)   # source, n_bars, first, last, fingerprint, periods_per_year
     gpurl_version: str = ""
     created: str = ""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime, json, os, shlex, sys, time
 from functools import partial
 from pathlib import Path
+from typing import Callable
 
 import torch
 from torch import Tensor
@@ -25,10 +26,11 @@ from .resolve import UsageError, flag_name, is_flag_type, probe_trainer, resolve
 from .record import Run, load_run
 from .resume import (ResumePoint, last_state_epochs, remove_orphans, resume_point, set_aside, truncate_metrics)
 from .runensemble import ENSEMBLE_FILE, EnsembleRun, member_dir, member_seeds, write_ensemble
+from .tracking import Tracker, open_tracker
 
 # %% auto #0
-__all__ = ['new_run_dir', 'plan_resume', 'train', 'is_ensemble', 'ensemble_spec', 'resume', 'ensemble_size', 'member_config',
-           'train_ensemble']
+__all__ = ['TIMING_COLUMNS', 'new_run_dir', 'plan_resume', 'train', 'is_ensemble', 'ensemble_spec', 'resume', 'ensemble_size',
+           'member_config', 'train_ensemble']
 
 # %% ../../nbs/run/06_runner.ipynb #f04ad438
 def new_run_dir(algo: str, out) -> Path:
@@ -47,6 +49,33 @@ def new_run_dir(algo: str, out) -> Path:
     if not anc.is_dir() or not os.access(anc, os.W_OK):
         raise UsageError(f"--out {p}: cannot create it under {anc} (not a writable directory); pick another --out")
     return p
+
+# %% ../../nbs/run/06_runner.ipynb #d601e39d
+TIMING_COLUMNS = ("time", "epoch_s", "steps_per_s")   # metrics.jsonl columns that differ between two runs of the same plan
+
+def _epoch_writer(mf, tracker: Tracker | None) -> Callable[[int, int, dict], None]:
+    "The driver's on_epoch_end: each epoch's row, with its wall time and steps a second, to metrics.jsonl and the tracker."
+    last = {"t": time.perf_counter(), "fold": None, "epoch": None, "step": None}
+    def on_epoch_end(fold: int, epoch: int, m: dict) -> None:
+        now = time.perf_counter()
+        row = {"fold": fold, "epoch": epoch, **{k: v for k, v in m.items() if k != "epoch"}, "epoch_s": now - last["t"]}
+        if "train_step" in m and (last["fold"], last["epoch"]) == (fold, epoch - 1):      # steps since the epoch before
+            row["steps_per_s"] = (m["train_step"] - last["step"]) / max(row["epoch_s"], 1e-9)
+        row["time"] = datetime.datetime.now().isoformat(timespec="milliseconds")
+        last.update(t=now, fold=fold, epoch=epoch, step=m.get("train_step"))
+        mf.write(json.dumps(json_safe(row), allow_nan=False) + "\n"); mf.flush(); os.fsync(mf.fileno())
+        if tracker is not None: tracker.log_row(row)
+    return on_epoch_end
+
+def _open_tracker(rc: RunConfig, run_dir: Path) -> Tracker | None:
+    "The run's tracker (`--log`), with its settings and resolved precision logged; None for --log none."
+    tracker = open_tracker(rc.log, rc.log_dir, run_dir)
+    if tracker is not None:
+        tcfg = rc.trainer_config()
+        policy = getattr(tcfg, "precision_policy", None) or getattr(getattr(tcfg, "rainbow", None), "precision_policy", None)
+        tracker.log_params({"algo": rc.algo, "data": rc.data, "folds": rc.folds, "device": rc.device, **rc.hyperparams(),
+                            **({"precision": policy(rc.device).name} if policy else {})})
+    return tracker
 
 # %% ../../nbs/run/06_runner.ipynb #e80c1903
 def _execute(rc: RunConfig, data: RunData, run_dir: Path, completed: list[FoldResult], resume_state: Path | None,
@@ -67,10 +96,7 @@ def _execute(rc: RunConfig, data: RunData, run_dir: Path, completed: list[FoldRe
     bar = tqdm(total=rc.folds, initial=len(completed), desc=f"{rc.algo} walk-forward", unit="fold", disable=not progress,
                dynamic_ncols=True)
     mf = open(run_dir / "metrics.jsonl", "a") if main else None
-    def on_epoch_end(fold: int, epoch: int, m: dict) -> None:
-        row = {"fold": fold, "epoch": epoch, **{k: v for k, v in m.items() if k != "epoch"},
-               "time": datetime.datetime.now().isoformat(timespec="milliseconds")}
-        mf.write(json.dumps(json_safe(row), allow_nan=False) + "\n"); mf.flush(); os.fsync(mf.fileno())
+    tracker = _open_tracker(rc, run_dir) if main else None
     def on_fold_end(fr: FoldResult) -> None:
         save_fold_result(run_dir, fr, data.times)
         shown = ((("test_sharpe", fr.test.get("sharpe")), ("buy_hold", fr.test_buy_and_hold.get("sharpe"))) if rc.priced else
@@ -82,15 +108,27 @@ def _execute(rc: RunConfig, data: RunData, run_dir: Path, completed: list[FoldRe
     try:
         factory = partial(trainer_cls, tcfg) if worker is None else data_parallel(trainer_cls, tcfg, worker)
         wf = train_walk_forward(factory, sources, template if main else discard_checkpoint, device=rc.device,
-                                progress=epoch_bars, on_epoch_end=on_epoch_end if main else None,
+                                progress=epoch_bars, on_epoch_end=_epoch_writer(mf, tracker) if main else None,
                                 on_fold_end=on_fold_end if main else None, completed=completed,
                                 resume_state=resume_state, driver=DriverConfig.from_dict(rc.driver))
+    except BaseException:
+        if tracker is not None: tracker.close(ok=False)      # what the epochs sent is written; the run is marked stopped
+        raise
     finally:
         if mf is not None: mf.close()
         bar.close(); torch.set_num_threads(threads)
     if not main:
         worker.barrier(); return load_run(run_dir)      # rank 0 writes results.json and the report meanwhile
+    write_json(run_dir / "results.json", _results(rc, load_run(run_dir), wf, data))
     run = load_run(run_dir)
+    run.write_report()
+    if tracker is not None:
+        tracker.log_images(sorted((run_dir / "plots").glob("*.png"))); tracker.close()
+    if worker is not None: worker.barrier()
+    return run
+
+def _results(rc: RunConfig, run: Run, wf, data: RunData) -> dict:
+    "results.json of a finished run: the per-fold table, the driver's results, the verdict's figures."
     ppy, how = rc.annualisation()
     res = {"run": run.name, "algo": rc.algo, "complete": True, "priced": rc.priced, "periods_per_year": ppy,
            "periods_per_year_how": how, "bar_usage": rc.data_info.get("bar_usage"),
@@ -98,11 +136,7 @@ def _execute(rc: RunConfig, data: RunData, run_dir: Path, completed: list[FoldRe
     if rc.priced: res.update(test_excess=run.excess(), trials=run.deflated_test_sharpe(),
                              planted_rule=_planted_rule(rc, data.features, data.log_returns))
     else: res["classification"] = run.classification()
-    write_json(run_dir / "results.json", res)
-    run = load_run(run_dir)
-    run.write_report()
-    if worker is not None: worker.barrier()
-    return run
+    return res
 
 # %% ../../nbs/run/06_runner.ipynb #5a0e9c26
 def _planted_rule(rc: RunConfig, feats: Tensor, rets: Tensor) -> dict | None:

@@ -248,7 +248,8 @@ class _CfcSequence(torch.autograd.Function):
         return dP, dh0, None, dw_h, dw_head, dQ.sum((0, 1))
 
 def _fused(model: CfC, x: Tensor, timespans: Tensor | None) -> bool:
-    "Whether `CfC.forward` runs the sequence fused: default mode, one backbone layer, spans without gradient; fp32 + Triton on CUDA."
+    "Whether `CfC.forward` runs the sequence fused: default mode, one backbone layer, spans without gradient; fp32 + Triton on CUDA; never under `torch.export` (ONNX, .pt2), which traces the cell loop."
+    if torch.compiler.is_exporting(): return False
     if model.mode != "default" or len(model.backbone) != 1 or (timespans is not None and timespans.requires_grad): return False
     return not x.is_cuda or (triton is not None and x.dtype == torch.float32)
 

@@ -365,7 +365,8 @@ class _LtcSequence(torch.autograd.Function):
         return dv0, dns, dds, dcm, dns.sum((0, 1)), dw, dw_erev, dsigma, dmu, None, None
 
 def _ltc_fused(x: Tensor) -> bool:
-    "Whether `LTC.forward` runs `_LtcSequence`: fp32 with Triton on CUDA; float32 or float64 with the C kernels on the CPU."
+    "Whether `LTC.forward` runs `_LtcSequence`: fp32 with Triton on CUDA; float32 or float64 with the C kernels on the CPU; never under `torch.export`."
+    if torch.compiler.is_exporting(): return False
     return x.dtype == torch.float32 and triton is not None if x.is_cuda else _LTC_KERNELS.library(x.dtype) is not None
 
 @patch

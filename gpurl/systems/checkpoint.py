@@ -4,9 +4,9 @@
 
 # %% ../../nbs/systems/00_checkpoint.ipynb #6a31cfea
 from __future__ import annotations
-import atexit, collections, dataclasses, hashlib, json, os, threading, warnings, weakref
+import atexit, collections, ctypes, dataclasses, hashlib, json, os, threading, warnings, weakref
 from concurrent.futures import Future
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 from fastcore.basics import patch
 import torch
 from torch import Tensor, nn
@@ -308,18 +308,28 @@ def _file_plan(layout: _Layout, metadata: Mapping[str, str]) -> tuple[bytes, lis
         plan.append((e, off)); off += e.nbytes
     return encode_header(places, metadata), plan
 
-def serialize_snapshot_bytes(snapshot: CheckpointSnapshot, *, release: bool = True) -> bytearray:
-    "The safetensors file (with the snapshot's str metadata) of a snapshot, as a bytearray; waits for its download."
+_bytes_of_size = ctypes.pythonapi.PyBytes_FromStringAndSize      # (NULL, n): a new bytes object, contents uninitialised
+_bytes_of_size.restype, _bytes_of_size.argtypes = ctypes.py_object, (ctypes.c_void_p, ctypes.c_ssize_t)
+_bytes_address = ctypes.pythonapi.PyBytes_AsString
+_bytes_address.restype, _bytes_address.argtypes = ctypes.c_void_p, (ctypes.py_object,)
+
+def _filled_bytes(n: int, fill: Callable[[Tensor], None]) -> bytes:
+    "A new `bytes` of `n` > 1 bytes, written by `fill(view)` through a uint8 tensor over its buffer before anyone sees it."
+    out = _bytes_of_size(None, n)                                   # n > 1: never one of CPython's shared singletons
+    fill(torch.frombuffer((ctypes.c_ubyte * n).from_address(_bytes_address(out)), dtype=torch.uint8))
+    return out
+
+def serialize_snapshot_bytes(snapshot: CheckpointSnapshot, *, release: bool = True) -> bytes:
+    "The safetensors file (with the snapshot's str metadata) of a snapshot, as bytes; waits for its download."
     snapshot.wait()
     try:
         head, plan = _file_plan(snapshot.layout, snapshot.metadata)
-        out = bytearray(len(head) + sum(e.nbytes for e, _ in plan))   # calloc: large sizes are lazily zeroed pages
-        out[:len(head)] = head
-        view, host, base = torch.frombuffer(out, dtype=torch.uint8), snapshot.host, len(head)
-        for e, off in plan:
-            if e.nbytes: view[base + off: base + off + e.nbytes].copy_(host[e.offset:e.offset + e.nbytes])
-        del view
-        return out
+        host, base = snapshot.host, len(head)
+        def fill(view: Tensor) -> None:
+            view[:base].copy_(torch.frombuffer(bytearray(head), dtype=torch.uint8))
+            for e, off in plan:
+                if e.nbytes: view[base + off: base + off + e.nbytes].copy_(host[e.offset:e.offset + e.nbytes])
+        return _filled_bytes(base + sum(e.nbytes for e, _ in plan), fill)
     finally:
         if release: snapshot.release()
 
@@ -381,7 +391,7 @@ def submit(self: AsyncCheckpointer, snapshot: CheckpointSnapshot, target, *, rep
     meta = snapshot.metadata
     if isinstance(target, (str, os.PathLike)): target = path_callback(target)
     if not callable(target):
-        raise TypeError(f"target must be a path template or a callable(data: bytearray, metadata: dict), got {type(target).__name__}")
+        raise TypeError(f"target must be a path template or a callable(data: bytes, metadata: dict), got {type(target).__name__}")
     tmpl = getattr(target, "template", None)
     path = format_path(tmpl, meta) if tmpl is not None else None
     if tmpl is not None: tkey = ("path", tmpl)

@@ -12,10 +12,10 @@ from ..data.folds import FoldData
 from ..envs.trading import EnvConfig
 
 # %% auto #0
-__all__ = ['CheckpointCallback', 'TASK_METRICS', 'FoldTrainer', 'BacktestableTrainer', 'ScoredTrainer']
+__all__ = ['CheckpointCallback', 'TASK_METRICS', 'FoldTrainer', 'BacktestableTrainer', 'ScoredTrainer', 'QuantileForecaster']
 
 # %% ../../nbs/train/00_trainer.ipynb #0ba36f14
-CheckpointCallback = Callable[[bytearray, dict[str, str]], None]  # (the safetensors file's bytes, its str metadata), on the checkpoint worker thread
+CheckpointCallback = Callable[[bytes, dict[str, str]], None]  # (the safetensors file's bytes, its str metadata), on the checkpoint worker thread
 
 @runtime_checkable
 class FoldTrainer(Protocol):
@@ -41,3 +41,9 @@ class ScoredTrainer(FoldTrainer, Protocol):
     def scored_rows(self, data: FoldData) -> dict[str, Tensor]: ...    # row_index, targets, predictions, baseline
 
 TASK_METRICS = ("f1", "accuracy", "mse", "ic", "directional_accuracy")   # task metrics averaged over folds
+
+# %% ../../nbs/train/00_trainer.ipynb #7894fd19
+@runtime_checkable
+class QuantileForecaster(Protocol):
+    "A trainer whose model forecasts quantiles of the next returns (the TFT), at the levels of its `config.quantiles`."
+    def forecast(self, data: FoldData) -> Tensor: ...   # (T - window + 1, H, Q): next H log returns at rows window-1 .. T-1
