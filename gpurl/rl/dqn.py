@@ -11,7 +11,7 @@ from typing import Any, Mapping
 import torch
 from torch import Tensor
 from ..core.config import Config, config_error
-from ..core.precision import align_to_tensor_cores
+from ..core.precision import MixedPrecisionConfig, align_to_tensor_cores
 from ..core.device import cuda_graphs_available, TrainerGlobals, rng_state, set_rng_state
 from ..core.graphs import capture_compile
 from ..data.folds import FoldData
@@ -90,6 +90,10 @@ class DqnConfig(Config):
     def to_json(self) -> str:
         "`to_dict` as JSON text."
         return json.dumps(self.to_dict(), indent=1)
+
+    def precision_policy(self, device: torch.device | str, precision: str | None = None) -> MixedPrecisionConfig:
+        "The precision the trainer's learner trains at on `device` (`RainbowConfig.precision_policy`)."
+        return self.rainbow.precision_policy(device, precision)
 
 # %% ../../nbs/rl/02_dqn.ipynb #9d65b41f
 class DqnTrainer(Trainer):

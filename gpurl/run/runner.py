@@ -71,10 +71,8 @@ def _open_tracker(rc: RunConfig, run_dir: Path) -> Tracker | None:
     "The run's tracker (`--log`), with its settings and resolved precision logged; None for --log none."
     tracker = open_tracker(rc.log, rc.log_dir, run_dir)
     if tracker is not None:
-        tcfg = rc.trainer_config()
-        policy = getattr(tcfg, "precision_policy", None) or getattr(getattr(tcfg, "rainbow", None), "precision_policy", None)
         tracker.log_params({"algo": rc.algo, "data": rc.data, "folds": rc.folds, "device": rc.device, **rc.hyperparams(),
-                            **({"precision": policy(rc.device).name} if policy else {})})
+                            "precision": rc.trainer_config().precision_policy(rc.device).name})
     return tracker
 
 # %% ../../nbs/run/06_runner.ipynb #e80c1903
