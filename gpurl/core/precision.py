@@ -102,8 +102,8 @@ class MixedPrecisionConfig:
         return "tf32" if self.tf32 else "fp32"
 
     def autocast_context(self, device_type: str = "cuda"):
-        "An autocast context for this policy (a no-op context when autocast is off)."
-        return torch.autocast(device_type, dtype=self.dtype) if self.autocast else nullcontext()
+        "An autocast context for this policy (a no-op context when autocast is off), without autocast's weight cache: CUDA-graph capture does not allow it."
+        return torch.autocast(device_type, dtype=self.dtype, cache_enabled=False) if self.autocast else nullcontext()
 
     def make_grad_scaler(self, device_type: str = "cuda") -> torch.amp.GradScaler:
         "A GradScaler, enabled only where the policy needs loss scaling (fp16)."

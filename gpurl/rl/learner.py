@@ -6,7 +6,6 @@
 from __future__ import annotations
 from fastcore.basics import patch
 import copy, math
-from contextlib import nullcontext
 from typing import Callable, Mapping, NamedTuple
 import torch
 import torch.nn.functional as F
@@ -152,8 +151,8 @@ def _init_adam_state(self: RainbowLearner) -> None:
 
 @patch
 def _autocast(self: RainbowLearner):
-    if self.autocast_dtype is None: return nullcontext()
-    return torch.autocast(self.device.type, dtype=self.autocast_dtype, cache_enabled=False)
+    "The learner's autocast (`MixedPrecisionConfig.autocast_context`: none in fp32 / TF32, no weight cache)."
+    return self.precision.autocast_context(self.device.type)
 
 # %% ../../nbs/rl/01_learner.ipynb #db56ef17
 @patch

@@ -110,9 +110,8 @@ def use_precision(self: Trainer, policy: MixedPrecisionConfig) -> None:
 
 @patch
 def autocast(self: Trainer):
-    "Autocast as `self.precision` says (disabled when it has none; no weight cache, as CUDA-graph capture requires)."
-    p = self.precision
-    return torch.autocast(self.device.type, dtype=p.dtype, enabled=p.autocast, cache_enabled=False)
+    "Autocast as `self.precision` says (`MixedPrecisionConfig.autocast_context`: a no-op when it has none, no weight cache)."
+    return self.precision.autocast_context(self.device.type)
 
 # %% ../../nbs/train/03_base.ipynb #2cee842d
 @patch
