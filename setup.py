@@ -12,12 +12,15 @@ extras = {'dev': shlex.split(cfg.get('dev_requirements', '')),
           'parquet': ['pyarrow'],
           'gym': ['gymnasium'],
           # peer libraries the tests and benchmarks compare with (quantstats: tear sheets; SB3 + gym-anytrading: the
-          # PPO baseline; ncps: liquid networks; pytorch-forecasting: the TFT)
-          'peers': ['quantstats', 'stable-baselines3', 'gym-anytrading', 'ncps==1.0.1', 'pytorch-forecasting==1.8.0'],
+          # PPO baseline; ncps: liquid networks; pytorch-forecasting: the TFT; finrl: its PortfolioOptimizationEnv, timed beside
+          # gpurl's PortfolioEnv)
+          'peers': ['quantstats', 'stable-baselines3', 'gym-anytrading', 'ncps==1.0.1', 'pytorch-forecasting==1.8.0', 'finrl==0.3.7'],
           # experiment trackers (gpurl_train --log) and exported policies (gpurl_export)
           'tensorboard': ['tensorboard'],
           'mlflow': ['mlflow-skinny>=3', 'sqlalchemy', 'alembic'],
           'export': ['onnx', 'onnxscript', 'onnxruntime'],
+          # trailing-window minimum-variance and maximum-Sharpe baselines of many-asset runs (gpurl.envs.allocators)
+          'portfolio': ['skfolio>=1.12'],
           }
 
 setuptools.setup(

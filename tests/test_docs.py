@@ -10,6 +10,8 @@ import yaml
 
 from _docsite import NBS, ROOT, nb_name
 
+pytestmark = pytest.mark.xdist_group("docs")   # one worker builds the rendered site and runs every check of it
+
 def _exported_sources(nb_path: Path):
     nb = json.loads(nb_path.read_text())
     for i, c in enumerate(nb["cells"]):

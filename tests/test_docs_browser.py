@@ -12,6 +12,8 @@ import pytest
 
 from _docsite import NBS, nb_name, page_name, site_url
 
+pytestmark = pytest.mark.xdist_group("docs")   # one worker builds the rendered site and runs every check of it
+
 SCREENSHOTS = ("index.ipynb", "data/00_bars.ipynb", "core/07_metrics.ipynb", "rl/02_dqn.ipynb")
 PAGE_FACTS = """return {
   images: Array.from(document.images).map(i => ({src: i.getAttribute('src').slice(0, 60), width: i.naturalWidth})),

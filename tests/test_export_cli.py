@@ -10,6 +10,8 @@ import torch
 
 from _cli import TINY, console, script_env
 
+pytestmark = pytest.mark.xdist_group("export_cli")   # one worker builds the module fixture its tests share
+
 SHAPE = ["--folds", "2", "--train_bars", "150", "--val_bars", "50", "--test_bars", "50", "--epochs", "2", "--device", "cpu",
          "--quiet"]
 

@@ -15,6 +15,8 @@ from gpurl.rl.ppo import PpoTrainer, PpoConfig
 
 from _cli import TINY
 
+pytestmark = pytest.mark.xdist_group("hidden_state")   # one worker builds the module fixture its tests share
+
 CONFIGS = {"dqn": (DqnTrainer, lambda seed: DqnConfig.from_dict({**TINY["dqn"], "seed": seed})),
            "ppo": (PpoTrainer, lambda seed: PpoConfig.from_dict({**TINY["ppo"], "seed": seed}))}
 

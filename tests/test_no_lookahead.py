@@ -29,6 +29,8 @@ from gpurl.data.lob import DOWN, STATIONARY, UP
 from gpurl.run.record import Run
 from gpurl.train.walkforward import backtest_trainer
 
+pytestmark = pytest.mark.xdist_group("no_lookahead")   # one worker builds the module fixture its tests share
+
 N_BARS, FOLD = 240, dict(folds=2, train_bars=120, val_bars=40, test_bars=40)
 COST_BPS, SEED, EPOCHS = 5.0, 3, 4      # seed 3: every tiny model trades on its test bars (seed 0's DQN stays flat there)
 DRIVER = {"patience": 1, "plateau_patience": 0}    # early stopping on: an epoch without a better val Sharpe ends the fold

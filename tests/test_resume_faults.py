@@ -8,6 +8,9 @@ import pytest
 from gpurl.run.record import load_run
 from gpurl.core.state import read_safetensors_header
 from _cli import TINY, script_env
+
+pytestmark = pytest.mark.xdist_group("resume_faults")   # one worker builds the module fixture its tests share
+
 SHAPE = ["--folds", "2", "--train_bars", "150", "--val_bars", "50", "--test_bars", "50", "--epochs", "3", "--device", "cpu"]
 
 

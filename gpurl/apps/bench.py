@@ -19,7 +19,7 @@ from tqdm import tqdm
 from ..core.precision import MixedPrecisionConfig
 from ..core.graphs import capture_graph
 from ..core.device import default_device
-from ..core.timing import PRECISIONS, Bench, Case, Results, SkipCase, time_calls
+from ..core.timing import CASES, PRECISIONS, Bench, Case, Results, SkipCase, case, time_calls
 from ..data.bars import CALENDAR_COLUMNS, make_features, synthetic_market
 from ..data.folds import FoldData, FoldSplits, build_fold, walk_forward_folds
 from ..data.lob import lob_fold, lob_labels, synthetic_lob
@@ -37,24 +37,16 @@ from ..infer.policy import get_model
 from ..run.rundir import RunData
 from ..systems.distributed import Worker, data_parallel
 from ..run.resolve import UsageError, run_console
+from .benchpanel import bench_portfolio_env   # registers the case portfolio_env
+_all_ = ["CASES", "case"]
 
 # %% auto #0
-__all__ = ['CASES', 'HEADS', 'SEQUENCE_MODELS', 'WIDTH_SWEEPS', 'PEERS', 'case', 'run', 'synthetic_splits', 'NaiveBatchedEnv',
-           'dqn_config', 'ppo_config', 'filled_replay', 'queue_gpu_work', 'bench_checkpoint', 'bench_checkpoint_loop',
+__all__ = ['HEADS', 'SEQUENCE_MODELS', 'WIDTH_SWEEPS', 'PEERS', 'run', 'synthetic_splits', 'NaiveBatchedEnv', 'dqn_config',
+           'ppo_config', 'filled_replay', 'queue_gpu_work', 'bench_checkpoint', 'bench_checkpoint_loop',
            'bench_env_step', 'bench_vec_env', 'bench_collection', 'bench_rainbow_update', 'bench_dqn', 'bench_ppo',
            'sequence_config', 'ncps_peer', 'tft_peer', 'train_step_rows', 'bench_sequence_model', 'bench_ssd',
            'bench_ensemble', 'bench_distributed', 'bench_features', 'bench_lob_labels', 'validation_metrics_of',
-           'bench_metrics', 'bench_amp_crossover', 'gpurl_bench']
-
-# %% ../../nbs/apps/01_bench.ipynb #65876a90
-CASES: dict[str, Case] = {}
-
-def case(name: str, *, cpu: bool = True, doc: str | None = None) -> Callable:
-    "Decorator: register `fn(bench)` as the suite case `name` (`cpu=False`: it needs CUDA); `doc` defaults to its docstring."
-    def register(fn: Callable[[Bench], None]) -> Callable[[Bench], None]:
-        CASES[name] = Case(name, fn, cpu, doc if doc is not None else (fn.__doc__ or "").strip())
-        return fn
-    return register
+           'bench_metrics', 'bench_amp_crossover', 'gpurl_bench', 'CASES', 'case']
 
 # %% ../../nbs/apps/01_bench.ipynb #a44849b1
 def _choose(value: str | Sequence[str] | None, allowed: Sequence[str], flag: str) -> list[str]:

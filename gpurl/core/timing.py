@@ -14,8 +14,8 @@ from fastcore.basics import patch
 from .device import device_name
 
 # %% auto #0
-__all__ = ['PRECISIONS', 'time_calls', 'in_unit', 'Record', 'SkipCase', 'count_kernels', 'Bench', 'Case', 'figure_text',
-           'shape_text', 'measured_on', 'Results']
+__all__ = ['PRECISIONS', 'CASES', 'time_calls', 'in_unit', 'Record', 'SkipCase', 'count_kernels', 'Bench', 'Case', 'case',
+           'figure_text', 'shape_text', 'measured_on', 'Results']
 
 # %% ../../nbs/core/06_timing.ipynb #fb79e225
 def time_calls(fn: Callable[[], object], device: torch.device | str = "cpu", *, repeats: int = 5, warmup: int = 1,
@@ -166,6 +166,16 @@ def run_case(self: Bench, case: Case) -> list[Record]:
         gc.collect()
         if self.cuda: torch.cuda.empty_cache()
     return self.records[start:]
+
+# %% ../../nbs/core/06_timing.ipynb #5af2065d
+CASES: dict[str, Case] = {}
+
+def case(name: str, *, cpu: bool = True, doc: str | None = None) -> Callable:
+    "Decorator: register `fn(bench)` as the suite case `name` (`cpu=False`: it needs CUDA); `doc` defaults to its docstring."
+    def register(fn: Callable[[Bench], None]) -> Callable[[Bench], None]:
+        CASES[name] = Case(name, fn, cpu, doc if doc is not None else (fn.__doc__ or "").strip())
+        return fn
+    return register
 
 # %% ../../nbs/core/06_timing.ipynb #66f92449
 def figure_text(v: float | None) -> str:

@@ -15,8 +15,8 @@ from ..core.config import Config
 
 # %% auto #0
 __all__ = ['REGIMES', 'OHLCV', 'RETURN_COLUMN', 'CALENDAR_COLUMNS', 'periods_per_year', 'infer_periods_per_year', 'MarketConfig',
-           'synthetic_market', 'load_ohlcv', 'feature_names', 'make_features', 'bar_log_returns', 'calendar_features',
-           'FeatureScaler']
+           'synthetic_market', 'load_ohlcv', 'index_by_time', 'feature_names', 'make_features', 'bar_log_returns',
+           'calendar_features', 'FeatureScaler']
 
 # %% ../../nbs/data/00_bars.ipynb #5c41e3b3
 _FREQ_RE = re.compile(r"^\s*(\d*\.?\d*)\s*([A-Za-z]+)(?:-[A-Za-z]+)?\s*$")
@@ -285,6 +285,16 @@ def _back_adjusted(bars: pd.DataFrame) -> pd.DataFrame:
         f = bars["adj_close"] / bars["close"]
         for c in ("open", "high", "low", "close"): out[c] = bars[c] * f
     return out
+
+# %% ../../nbs/data/00_bars.ipynb #e5547f27
+def index_by_time(df: pd.DataFrame, date_col: str | None = None) -> pd.DataFrame:
+    "`df` indexed by its parsed times (found as `load_ohlcv` finds them), the time column(s) dropped, other names kept."
+    if not isinstance(df, pd.DataFrame): raise TypeError(f"index_by_time takes a pandas DataFrame, got {type(df).__name__}")
+    if df.index.name is not None and _norm_name(df.index.name) in _TIME_NAMES: df = df.reset_index()
+    original = list(df.columns)
+    names = [_norm_name(c) for c in original]
+    index, used = _time_index(df.set_axis(names, axis=1), [str(c) for c in original], date_col)
+    return df.drop(columns=[original[names.index(u)] for u in used]).set_axis(index, axis=0)
 
 # %% ../../nbs/data/00_bars.ipynb #37458696
 _LOOKBACKS = (1, 2, 3, 5, 10)

@@ -4,6 +4,7 @@
 
 # %% ../../nbs/envs/01_gymenv.ipynb #6039040b
 from __future__ import annotations
+from typing import Any
 import numpy as np
 import torch
 from fastcore.basics import patch
@@ -19,15 +20,15 @@ except ImportError:
     _VecEnv = None
 
 # %% auto #0
-__all__ = ['GymTradingEnv', 'TradingVecEnv']
+__all__ = ['option_bar', 'GymTradingEnv', 'BatchedVecEnv', 'TradingVecEnv']
 
 # %% ../../nbs/envs/01_gymenv.ipynb #b8fea00f
 def _host_observation(features: np.ndarray, bar: int, level: np.ndarray, window: int) -> np.ndarray:
     "The observation of (bar, level) from a host float32 (T, F) table: rows bar-window+1 .. bar, flat, then `level` (a fresh array)."
     return np.concatenate((features[bar - window + 1 : bar + 1].reshape(-1), level))
 
-def _option_bar(options, window: int, n_bars: int) -> int | None:
-    "The start bar of reset options `{'bar': i}` (checked), or None without options."
+def option_bar(options: dict | None, window: int, n_bars: int) -> int | None:
+    "The start bar that reset options `{'bar': i}` ask for, checked to be an int in [window-1, n_bars-2]; None without one."
     if options is None: return None
     if not isinstance(options, dict): raise TypeError(f"reset options must be a dict such as {{'bar': {window - 1}}}, got {options!r}")
     unknown = sorted(set(options) - {"bar"})
@@ -39,6 +40,7 @@ def _option_bar(options, window: int, n_bars: int) -> int | None:
                          "(a full window behind it, a next bar ahead); the split's first is window-1")
     return int(bar)
 
+# %% ../../nbs/envs/01_gymenv.ipynb #ab3b3446
 class GymTradingEnv(_gym.Env if _gym is not None else object):
     "One agent of `TradingEnv`'s market as a `gymnasium.Env`, stepped on numpy (optional extra `gym`), for SB3-style libraries."
     metadata = {"render_modes": []}
@@ -74,7 +76,7 @@ def _observe(self: GymTradingEnv, bar: int, position: int) -> tuple[np.ndarray, 
 def reset(self: GymTradingEnv, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
     "Start flat at `options['bar']`, else at a bar drawn from `np_random` (seeded by `seed`) with room for an episode: (obs, info)."
     super(GymTradingEnv, self).reset(seed=seed)
-    bar = _option_bar(options, self.window, self.n_bars)
+    bar = option_bar(options, self.window, self.n_bars)
     if bar is None: bar = int(self.np_random.integers(self.window - 1, self.window - 1 + self.n_start_bars))
     self._bar, self._start, self._pos = bar, bar, self.flat_index
     return self._observe(bar, self.flat_index)
@@ -102,39 +104,79 @@ def step(self: GymTradingEnv, action) -> tuple[np.ndarray, float, bool, bool, di
     obs, info = self._observe(nxt, a)
     return obs, reward, terminated, truncated, info
 
-# %% ../../nbs/envs/01_gymenv.ipynb #dd28af2e
-class TradingVecEnv(_VecEnv if _VecEnv is not None else object):
-    "SB3 `VecEnv` of `n_envs` agents of one batched `TradingEnv` on the data's device (optional extra `peers`)."
-    def __init__(self, data: FoldData, config: EnvConfig | None = None, n_envs: int = 16, *, seed: int = 0):
-        config = EnvConfig() if config is None else config
-        if not isinstance(config, EnvConfig):
-            raise TypeError(f"config must be an EnvConfig (EnvConfig.from_dict builds one from a dict), got {config!r}")
+# %% ../../nbs/envs/01_gymenv.ipynb #d781f31b
+class BatchedVecEnv(_VecEnv if _VecEnv is not None else object):
+    "SB3 `VecEnv` base whose agents are the `n_envs` rows of one batched env, `self.env` (optional extra `peers`)."
+    def __new__(cls, *args, **kwargs):
         if _VecEnv is None:
-            raise ImportError("TradingVecEnv needs stable-baselines3: pip install 'gpurl[peers]' (or pip install stable-baselines3)")
-        self.config, self.render_mode = config, None
-        self.env = e = config.make_env(data, n_envs, seed=seed, obs_dtype=torch.float32)
-        self._features = data.features.to("cpu", torch.float32).contiguous().numpy()   # terminal observations, on the host
-        self._levels = e.position_values.to("cpu", torch.float32).numpy()
-        self._actions, self._host_actions = torch.zeros(n_envs, dtype=torch.int64, device=e.device), np.zeros(n_envs, np.int64)
-        self._stage = torch.zeros(n_envs, e.obs_dim + 4, dtype=torch.float32, device=e.device)   # obs, reward, 2 flags, bar
-        self._host = torch.zeros(self._stage.shape, dtype=torch.float32, pin_memory=e.device.type == "cuda")
-        super().__init__(n_envs, _gym.spaces.Box(-np.inf, np.inf, (e.obs_dim,), np.float32), _gym.spaces.Discrete(e.n_actions))
+            raise ImportError(f"{cls.__name__} needs stable-baselines3: pip install 'gpurl[peers]' (or pip install stable-baselines3)")
+        return super().__new__(cls)
 
-# %% ../../nbs/envs/01_gymenv.ipynb #d8a4d7fb
+    def __init__(self,
+                 env: Any,                              # the batched env: n_envs, generator, window, n_bars, bar, reset(bars)
+                 observation_space: _gym.spaces.Space,  # one agent's observations
+                 action_space: _gym.spaces.Space):      # one agent's actions
+        self.env, self.render_mode = env, None
+        super().__init__(env.n_envs, observation_space, action_space)
+
+    def get_attr(self, attr_name: str, indices=None) -> list:
+        "The vector env's attribute `attr_name` once per index (the agents share one env)."
+        return [getattr(self, attr_name)] * len(list(self._get_indices(indices)))
+
+    def set_attr(self, attr_name: str, value, indices=None) -> None:
+        "Refused: the agents have no env of their own to set an attribute on."
+        raise TypeError(f"{type(self).__name__}'s agents share one batched env: set {attr_name!r} on the {type(self).__name__} "
+                        "itself, or build a new one with another config")
+
+    def env_method(self, method_name: str, *method_args, indices=None, **method_kwargs) -> list:
+        "Refused: the agents have no env of their own to call a method of."
+        raise TypeError(f"{type(self).__name__}'s agents share one batched env: call {method_name!r} on the {type(self).__name__} "
+                        f"(reset, step, seed, set_options) or on its {type(self.env).__name__} `.env`")
+
+    def env_is_wrapped(self, wrapper_class, indices=None) -> list[bool]:
+        "No agent is wrapped in a gym wrapper (there are no per-agent gym envs)."
+        return [False] * len(list(self._get_indices(indices)))
+
+    def close(self) -> None:
+        "Nothing to release: the env's tensors go with the object."
+
+# %% ../../nbs/envs/01_gymenv.ipynb #ced02843
 @patch
-def reset(self: TradingVecEnv) -> np.ndarray:
-    "Every agent flat at a random bar (from the seed of `seed()`, if set) or at its `set_options` bar: obs (n_envs, obs_dim)."
+def reset_env(self: BatchedVecEnv) -> None:
+    "Reset `self.env`: agents at random bars (from the seed of `seed()`, if set), those given a `set_options` bar at it; consumes both."
     e = self.env
     if self._seeds[0] is not None: e.generator.manual_seed(int(self._seeds[0]))
     e.reset()
-    chosen = [(i, _option_bar(o or None, e.window, e.n_bars)) for i, o in enumerate(self._options)]
+    chosen = [(i, option_bar(o or None, e.window, e.n_bars)) for i, o in enumerate(self._options)]
     chosen = [(i, b) for i, b in chosen if b is not None]
     if chosen:                                                           # the others keep their random bars
         bars = e.bar.cpu()
         for i, b in chosen: bars[i] = b
         e.reset(bars)
     self._reset_seeds(); self._reset_options()
-    return e.obs.to("cpu", copy=True).numpy()
+
+# %% ../../nbs/envs/01_gymenv.ipynb #dd28af2e
+class TradingVecEnv(BatchedVecEnv):
+    "SB3 `VecEnv` of `n_envs` agents of one batched `TradingEnv` on the data's device (optional extra `peers`)."
+    def __init__(self, data: FoldData, config: EnvConfig | None = None, n_envs: int = 16, *, seed: int = 0):
+        config = EnvConfig() if config is None else config
+        if not isinstance(config, EnvConfig):
+            raise TypeError(f"config must be an EnvConfig (EnvConfig.from_dict builds one from a dict), got {config!r}")
+        self.config = config
+        e = config.make_env(data, n_envs, seed=seed, obs_dtype=torch.float32)
+        super().__init__(e, _gym.spaces.Box(-np.inf, np.inf, (e.obs_dim,), np.float32), _gym.spaces.Discrete(e.n_actions))
+        self._features = data.features.to("cpu", torch.float32).contiguous().numpy()   # terminal observations, on the host
+        self._levels = e.position_values.to("cpu", torch.float32).numpy()
+        self._actions, self._host_actions = torch.zeros(n_envs, dtype=torch.int64, device=e.device), np.zeros(n_envs, np.int64)
+        self._stage = torch.zeros(n_envs, e.obs_dim + 4, dtype=torch.float32, device=e.device)   # obs, reward, 2 flags, bar
+        self._host = torch.zeros(self._stage.shape, dtype=torch.float32, pin_memory=e.device.type == "cuda")
+
+# %% ../../nbs/envs/01_gymenv.ipynb #d8a4d7fb
+@patch
+def reset(self: TradingVecEnv) -> np.ndarray:
+    "Every agent flat at a random bar (from the seed of `seed()`, if set) or at its `set_options` bar: obs (n_envs, obs_dim)."
+    self.reset_env()
+    return self.env.obs.to("cpu", copy=True).numpy()
 
 @patch
 def step_async(self: TradingVecEnv, actions: np.ndarray) -> None:
@@ -164,33 +206,6 @@ def step_wait(self: TradingVecEnv) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
         infos[i] = {"terminal_observation": _host_observation(self._features, int(bars[i]) + 1, levels[a : a + 1], e.window),
                     "TimeLimit.truncated": bool(truncated[i])}
     return h[:, :D].copy(), h[:, D].copy(), dones, infos
-
-# %% ../../nbs/envs/01_gymenv.ipynb #b57b5100
-@patch
-def get_attr(self: TradingVecEnv, attr_name: str, indices=None) -> list:
-    "The vector env's attribute `attr_name` once per index (the agents share one env)."
-    return [getattr(self, attr_name)] * len(list(self._get_indices(indices)))
-
-@patch
-def set_attr(self: TradingVecEnv, attr_name: str, value, indices=None) -> None:
-    "Refused: the agents have no env of their own to set an attribute on."
-    raise TypeError(f"TradingVecEnv's agents share one batched env: set {attr_name!r} on the TradingVecEnv itself, "
-                    "or build a new one with another EnvConfig")
-
-@patch
-def env_method(self: TradingVecEnv, method_name: str, *method_args, indices=None, **method_kwargs) -> list:
-    "Refused: the agents have no env of their own to call a method of."
-    raise TypeError(f"TradingVecEnv's agents share one batched env: call {method_name!r} on the TradingVecEnv "
-                    "(reset, step, seed, set_options) or on its TradingEnv `.env`")
-
-@patch
-def env_is_wrapped(self: TradingVecEnv, wrapper_class, indices=None) -> list[bool]:
-    "No agent is wrapped in a gym wrapper (there are no per-agent gym envs)."
-    return [False] * len(list(self._get_indices(indices)))
-
-@patch
-def close(self: TradingVecEnv) -> None:
-    "Nothing to release: the env's tensors go with the object."
 
 # ABCMeta counted VecEnv's abstract methods when the class was made; they are all patched in now (the test checks)
 if _VecEnv is not None: TradingVecEnv.__abstractmethods__ = frozenset()

@@ -22,7 +22,8 @@ except ImportError:
     triton = None
 
 # %% auto #0
-__all__ = ['gather_windows', 'make_observation', 'check_fold', 'TradingEnv', 'BacktestResult', 'backtest', 'EnvConfig']
+__all__ = ['gather_windows', 'make_observation', 'check_fold', 'TradingEnv', 'start_bars', 'BacktestResult', 'backtest',
+           'EnvConfig']
 
 # %% ../../nbs/envs/00_trading.ipynb #a60c0a00
 _UNIT_DTYPES = {16: torch.complex128, 8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.uint8}
@@ -330,6 +331,16 @@ def _observe(self: TradingEnv):
         torch.index_select(self._windows, 0, self._state, out=self._obs_windows)
         torch.take(self._pos_table, self._state, out=self._obs_position)
 
+def start_bars(bars: Tensor | Sequence[int] | int, n_envs: int, window: int, n_bars: int, device: torch.device) -> Tensor:
+    "`bars` as (n_envs,) int64 start bars on `device`, checked (one host read) to leave a full window and a next bar."
+    b = torch.as_tensor(bars, device=device)
+    if b.is_floating_point() or b.ndim > 1 or (b.ndim == 1 and b.shape[0] != n_envs):
+        raise ValueError(f"bars must be an int or an int tensor ({n_envs},), got {b.dtype} {tuple(b.shape)}")
+    b = b.long().expand(n_envs)
+    if not bool(((b >= window - 1) & (b <= n_bars - 2)).all()):
+        raise ValueError(f"bars must lie in [window-1, T-2] = [{window - 1}, {n_bars - 2}] (a full window, a next bar)")
+    return b
+
 @patch
 def reset(self: TradingEnv, bars: Tensor | Sequence[int] | int | None = None) -> Tensor | None:
     "Start every env flat at a random bar (or at `bars`, checked with one host read); returns the observation buffer."
@@ -337,13 +348,7 @@ def reset(self: TradingEnv, bars: Tensor | Sequence[int] | int | None = None) ->
     if bars is None:
         torch.randint(self._lo, self._hi, (self.n_envs,), generator=self.generator, out=self._state)
     else:
-        b = torch.as_tensor(bars, device=self.device)
-        if b.is_floating_point() or b.ndim > 1 or (b.ndim == 1 and b.shape[0] != self.n_envs):
-            raise ValueError(f"bars must be an int or an int tensor ({self.n_envs},), got {b.dtype} {tuple(b.shape)}")
-        b = b.long().expand(self.n_envs)
-        if not bool(((b >= W - 1) & (b <= T - 2)).all()):
-            raise ValueError(f"bars must lie in [window-1, T-2] = [{W - 1}, {T - 2}] (a full window, a next bar)")
-        self._state.copy_(b - (W - 1) + self._lo)
+        self._state.copy_(start_bars(bars, self.n_envs, W, T, self.device) - (W - 1) + self._lo)
     start = self._state - self._lo
     self._end.copy_(start + self.episode_len if self.episode_len is not None else torch.full_like(start, n)).clamp_(max=n)
     self.reward.zero_(); self.terminated.zero_(); self.truncated.zero_()

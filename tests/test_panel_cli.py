@@ -1,0 +1,51 @@
+"""gpurl_train --algo baselines end to end, as a user runs it: a wide CSV of closes through the installed console script
+(exit 0, results.json, report.md and both plots), and bad inputs (one line on stderr, exit code 2, nothing written)."""
+import json, subprocess
+from pathlib import Path
+
+import pytest
+from gpurl.data.panel import synthetic_panel
+
+from _cli import console, script_env
+
+SIZES = ["--folds", "2", "--train_bars", "150", "--val_bars", "50", "--test_bars", "100"]
+
+
+def _run(args, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([console("gpurl_train"), *map(str, args)], cwd=cwd, env=script_env(), capture_output=True,
+                          text=True, timeout=300)
+
+def _wide_csv(path: Path, n: int = 500, assets: int = 5) -> Path:
+    "A wide table of closes: a date column and one column per symbol."
+    synthetic_panel(n, assets, seed=4).close.round(4).to_csv(path)
+    return path
+
+
+def test_wide_csv_end_to_end(tmp_path):
+    out = tmp_path / "run"
+    r = _run(["--algo", "baselines", "--data", _wide_csv(tmp_path / "closes.csv"), *SIZES, "--out", out], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "| equal_weight |" in r.stdout and str(out) in r.stdout
+    res = json.loads((out / "results.json").read_text())
+    assert res["allocators"] == ["equal_weight", "buy_and_hold", "min_variance", "max_sharpe"]
+    assert len(res["folds"]) == 2 and res["data"]["symbols"] == [f"S{a:02d}" for a in range(5)]
+    assert res["settings"]["config"]["cost_bps"] == 10.0                      # PortfolioConfig's cost, on by default
+    assert "| allocator | Sharpe [95% CI]" in (out / "report.md").read_text()
+    for png in ("equity", "weights"): assert (out / "plots" / f"{png}.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("case,args,message", [
+    ("too_few_bars", ["--folds", "9"], "bars cannot hold 9 walk-forward fold(s)"),
+    ("trainer_flag", ["--epochs", "3"], "nothing is trained: drop --epochs"),
+    ("missing_file", ["--data", "nope.csv"], "nope.csv: no such panel file or folder"),
+    ("one_symbol", ["--data", "one.csv"], "one.csv: a panel needs at least 2 symbols"),
+])
+def test_bad_input(case, args, message, tmp_path):
+    _wide_csv(tmp_path / "closes.csv")
+    (tmp_path / "one.csv").write_text("date,AAA\n2020-01-01,1\n2020-01-02,2\n")
+    args = ["--data", "closes.csv", *SIZES, *args] if "--data" not in args else [*SIZES, *args]
+    r = _run(["--algo", "baselines", *args, "--out", "run"], tmp_path)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and lines[0].startswith("gpurl_train: error: "), r.stderr
+    assert not (tmp_path / "run").exists() and not list(tmp_path.glob(".run*"))      # nothing written
