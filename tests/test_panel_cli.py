@@ -1,4 +1,5 @@
-"""gpurl_train --algo baselines end to end, as a user runs it: a wide CSV of closes through the installed console script
+"""gpurl_train on a panel end to end, as a user runs it: the baselines, the portfolio PPO and a sequence model's book on a wide CSV
+of closes through the installed console script
 (exit 0, results.json, report.md and both plots), and bad inputs (one line on stderr, exit code 2, nothing written)."""
 import json, subprocess
 from pathlib import Path
@@ -49,3 +50,40 @@ def test_bad_input(case, args, message, tmp_path):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and lines[0].startswith("gpurl_train: error: "), r.stderr
     assert not (tmp_path / "run").exists() and not list(tmp_path.glob(".run*"))      # nothing written
+
+
+TINY_PPO = ('{"n_envs": 8, "n_steps": 16, "num_minibatches": 2, "update_epochs": 1, "hidden": 16, '
+            '"portfolio": {"window": 2, "episode_len": 12}}')
+
+
+@pytest.mark.parametrize("algo,config,name", [
+    ("ppo", TINY_PPO, "portfolio_ppo"),                     # ppo on a panel file: the portfolio PPO
+    ("mlp", '{"window": 3, "top_k": 2}', "mlp_topk"),       # a sequence model on a panel: its TopkDropout book
+])
+def test_model_on_a_panel_end_to_end(algo, config, name, tmp_path):
+    out, cfg = tmp_path / "run", tmp_path / "config.json"
+    cfg.write_text(config)
+    r = _run(["--algo", algo, "--data", _wide_csv(tmp_path / "closes.csv"), *SIZES, "--epochs", "2", "--config", cfg,
+              "--device", "cpu", "--out", out], tmp_path)
+    assert r.returncode == 0, r.stderr
+    res = json.loads((out / "results.json").read_text())
+    assert res["allocators"][-1] == name and res["settings"]["model"]["name"] == name
+    assert [t["epochs_run"] <= 2 for t in res["training"]] == [True, True]
+    assert res["overall"][name]["n_bars"] == res["overall"]["equal_weight"]["n_bars"]   # scored on the same test bars
+    assert f"## Training of {name}" in (out / "report.md").read_text()
+    assert len(list((out / "checkpoints").glob("fold*_best.safetensors"))) == 2
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--algo", "portfolio_ppo", "--resume", "somewhere"], "takes no --resume"),
+    (["--algo", "portfolio_ppo", "--config", "typo.json"], "unknown PortfolioPpoConfig key(s) ['gama']"),
+    (["--algo", "mlp", "--config", "top0.json"], "CrossSectionConfig.top_k=0 is out of range"),
+])
+def test_bad_model_input(args, message, tmp_path):
+    _wide_csv(tmp_path / "closes.csv")
+    (tmp_path / "typo.json").write_text('{"gama": 0.9}'); (tmp_path / "top0.json").write_text('{"top_k": 0}')
+    r = _run([*args, "--data", "closes.csv", *SIZES, "--out", "run"], tmp_path)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], r.stderr
+    assert not (tmp_path / "run").exists() and not list(tmp_path.glob(".run*"))

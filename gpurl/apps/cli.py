@@ -16,7 +16,7 @@ from ..systems.distributed import MultiGpuConfig, init_worker, rank_config, rest
 from ..systems.launch import TorchrunJob, WorkerFailure, worker_args
 from ..run.record import Run, load_run
 from ..run.runensemble import EnsembleRun
-from ..run.panelrun import baselines_command
+from ..run.panelrun import panel_algo, panel_command
 from ..run.resolve import (UsageError, check_arg, flag_name, parse_gpu_ids, probe_trainer, read_config_json, resolve,
                                resolve_device, run_console)
 from ..run import runner
@@ -71,14 +71,14 @@ def main(algo: str | None = None, data: str | None = None, config: str | dict | 
          rdzv_endpoint: str | None = None, max_restarts: int | None = None,
          ensemble: int | str | None = None, log: str | None = None, log_dir: str | os.PathLike | None = None
          ) -> Run | EnsembleRun | dict | None:
-    "gpurl_train with its flags as keywords (None: the default): a run, a resumed run, an ensemble, a torchrun job of one, or (--algo baselines) the panel baselines' results."
+    "gpurl_train with its flags as keywords (None: the default): a run, a resumed run, an ensemble, a torchrun job of one, or (a panel of assets) the panel run's results."
     plan = dict(algo=algo, data=data, config=config, folds=folds, train_bars=train_bars, val_bars=val_bars,
                 test_bars=test_bars, embargo=embargo, cost_bps=cost_bps, epochs=epochs, seed=seed, date_col=date_col,
                 log=log, log_dir=log_dir)
     job = dict(nproc_per_node=nproc_per_node, nnodes=nnodes, rdzv_endpoint=rdzv_endpoint, max_restarts=max_restarts)
-    if algo == "baselines":                       # a panel of assets: the fixed allocators, nothing trained
-        return baselines_command(**plan, **job, out=out, resume=resume, ensemble=ensemble, device=device, gpu_ids=gpu_ids,
-                                 summary=summary)
+    if panel_algo(algo, data) is not None:        # a panel of assets: the allocators, and a panel model trained beside them
+        return panel_command(**plan, **job, out=out, resume=resume, ensemble=ensemble, device=device, gpu_ids=gpu_ids,
+                             summary=summary, progress=progress)
     if ensemble is not None or runner.is_ensemble(resume):
         return _ensemble(plan, ensemble, out, resume, device, gpu_ids, progress, summary, job)
     if torchrun_worker(): return _worker(plan, out, resume, device, progress, summary)
@@ -128,7 +128,7 @@ def _launch(plan: dict, device, gpu_ids, out, resume, progress: bool, job: dict)
 # %% ../../nbs/apps/00_cli.ipynb #6f2e9337
 @call_parse
 def gpurl_train(
-    algo: str = None,        # dqn (Rainbow DQN, default), ppo; supervised on bars: mlp, cfc, ltc (liquid), mamba2, tft; on order books: mlplob, tlob, deeplob, cfclob, ltclob; on a panel of assets: baselines
+    algo: str = None,        # dqn (Rainbow DQN, default), ppo; supervised on bars: mlp, cfc, ltc (liquid), mamba2, tft; on order books: mlplob, tlob, deeplob, cfclob, ltclob; on a panel of assets: baselines, portfolio_ppo (ppo with a panel --data)
     data: str = None,        # synthetic (default) or PATH.csv / PATH.parquet of OHLCV bars; order-book models: synthetic_lob or an FI-2010 file
     config: str = None,      # JSON of trainer-config overrides (a hyperparameter search's output); optional "driver" and "synthetic" sections
     folds: int = None,       # at most this many walk-forward folds, the most recent, ending at the last bar (default 10; synthetic: 3)

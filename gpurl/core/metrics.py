@@ -15,7 +15,8 @@ __all__ = ['IGNORE_INDEX', 'sharpe_ratio', 'sortino_ratio', 'drawdown', 'max_dra
            'calmar_ratio', 'turnover', 'hit_rate', 'probabilistic_sharpe_ratio', 'expected_max_sharpe',
            'deflated_sharpe_ratio', 'effective_trials', 'optimal_block_length', 'stationary_bootstrap',
            'sharpe_interval', 'buy_and_hold_returns', 'performance_summary', 'confusion_matrix', 'macro_f1', 'accuracy',
-           'majority_class', 'majority_f1', 'macro_f1_margin', 'classification_metrics', 'regression_metrics']
+           'majority_class', 'majority_f1', 'macro_f1_margin', 'classification_metrics', 'regression_metrics',
+           'cross_sectional_ic', 'ic_summary']
 
 # %% ../../nbs/core/07_metrics.ipynb #93766113
 _EULER_GAMMA = 0.5772156649015329  # Euler–Mascheroni constant (DSR's expected maximum, Bailey & López de Prado 2014)
@@ -303,3 +304,47 @@ def regression_metrics(target: Tensor, forecast: Tensor) -> dict[str, Tensor]:
     moved = w * (y != 0)
     return {"mse": (w * (f - y).square()).sum() / n, "ic": (dy * df).sum() / sd.clamp_min(1e-300) * (sd > 0),
             "directional_accuracy": (moved * (f.sign() == y.sign())).sum() / moved.sum().clamp_min(1)}
+
+# %% ../../nbs/core/07_metrics.ipynb #35a1fee2
+def _check_cross_section(scores, target, mask) -> tuple[Tensor, Tensor, Tensor]:
+    "float64 scores and targets (T, A), and the bool (T, A) entries that count: masked True, both finite."
+    for name, x in (("scores", scores), ("target", target)):
+        if not isinstance(x, Tensor) or not x.is_floating_point() or x.ndim != 2:
+            raise TypeError(f"{name} must be a float tensor (T bars, A assets), got {type(x).__name__} "
+                            f"{tuple(getattr(x, 'shape', ()))} {getattr(x, 'dtype', '')}")
+    if not isinstance(mask, Tensor) or mask.dtype != torch.bool or not (mask.shape == scores.shape == target.shape):
+        raise ValueError(f"scores {tuple(scores.shape)}, target {tuple(target.shape)} and mask "
+                         f"{tuple(getattr(mask, 'shape', ()))} {getattr(mask, 'dtype', type(mask).__name__)} must all be (T, A), "
+                         "the mask bool")
+    s, y = scores.double(), target.double()
+    return s, y, mask & s.isfinite() & y.isfinite()
+
+def _average_ranks(x: Tensor, ok: Tensor) -> Tensor:
+    "0-based rank of each entry where `ok` among its row's such entries, ties sharing their average rank (NaN elsewhere)."
+    srt = torch.where(ok, x, math.inf).sort(1).values.contiguous()
+    v = torch.where(ok, x, 0.0).contiguous()
+    below, upto = torch.searchsorted(srt, v, side="left"), torch.searchsorted(srt, v, side="right")
+    return torch.where(ok, (below + upto - 1).to(x.dtype) / 2, math.nan)
+
+def cross_sectional_ic(scores: Tensor, target: Tensor, mask: Tensor, *, rank: bool = False) -> Tensor:
+    "(T,) float64 correlation across the assets of each bar of `scores` and `target` (T, A) where `mask` (Spearman if `rank`); NaN where undefined."
+    s, y, ok = _check_cross_section(scores, target, mask)
+    if rank: s, y = _average_ranks(s, ok), _average_ranks(y, ok)
+    n = ok.sum(1, keepdim=True)
+    centred = lambda x: torch.where(ok, x - torch.where(ok, x, 0.0).sum(1, keepdim=True) / n.clamp_min(1), 0.0)
+    ds, dy = centred(s), centred(y)
+    sd = (ds.square().sum(1) * dy.square().sum(1)).sqrt()
+    return torch.where((n[:, 0] >= 2) & (sd > 0), (ds * dy).sum(1) / sd.clamp_min(1e-300), math.nan)
+
+# %% ../../nbs/core/07_metrics.ipynb #2185180b
+def ic_summary(ic: Tensor) -> dict[str, float]:
+    "Mean, std (ddof 1), ICIR (mean / std) and t-statistic (ICIR x sqrt(n)) of a per-bar IC series (T,), NaN bars dropped; Python floats."
+    if not isinstance(ic, Tensor) or ic.ndim != 1 or not ic.is_floating_point():
+        raise TypeError(f"ic must be a float tensor (T,) of per-bar ICs, got {type(ic).__name__} {tuple(getattr(ic, 'shape', ()))}")
+    x = ic.detach().to("cpu", torch.float64)
+    x = x[~x.isnan()]
+    n = x.numel()
+    mean = float(x.mean()) if n else math.nan
+    std = float(x.std()) if n > 1 else math.nan
+    icir = mean / std if std > 0 else math.nan
+    return {"mean": mean, "std": std, "icir": icir, "t_stat": icir * math.sqrt(n), "n": n}

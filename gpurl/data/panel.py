@@ -4,6 +4,7 @@
 
 # %% ../../nbs/data/04_panel.ipynb #ab905180
 from __future__ import annotations
+import os
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
@@ -14,9 +15,9 @@ from .bars import FeatureScaler, index_by_time, load_ohlcv
 from .folds import Fold
 
 # %% auto #0
-__all__ = ['FIELDS', 'LAYOUTS', 'Panel', 'load_panel', 'panel_log_returns', 'panel_feature_names', 'make_panel_features',
-           'PanelSignal', 'synthetic_panel', 'planted_alpha', 'planted_weights', 'PanelFoldData', 'PanelFoldSplits',
-           'build_panel_fold']
+__all__ = ['FIELDS', 'LAYOUTS', 'Panel', 'load_panel', 'is_panel_source', 'panel_log_returns', 'panel_feature_names',
+           'make_panel_features', 'PanelSignal', 'synthetic_panel', 'planted_alpha', 'planted_weights', 'PanelFoldData',
+           'PanelFoldSplits', 'panel_split', 'build_panel_fold']
 
 # %% ../../nbs/data/04_panel.ipynb #a605196e
 FIELDS = ("open", "high", "low", "close", "volume")   # the (T, A) frames a Panel may hold
@@ -186,6 +187,17 @@ def load_panel(source: str | Path | pd.DataFrame, *, layout: str | None = None, 
         long = symbol_col is not None or {str(c).strip().lower() for c in df.columns} & set(_SYMBOL_COLUMNS)
         layout = "long" if long else "wide"
     return _long_panel(df, date_col, symbol_col) if layout == "long" else _wide_panel(df, date_col)
+
+# %% ../../nbs/data/04_panel.ipynb #a0f14dcd
+def is_panel_source(source: str | os.PathLike) -> bool:
+    "Whether a path holds a panel (a folder, a long table, a wide table of closes) rather than one asset's bars (a `close` column)."
+    p = Path(source)
+    if p.is_dir(): return True
+    if not p.is_file(): return False
+    try: cols = pd.read_csv(p, nrows=0).columns if p.suffix.lower() == ".csv" else pd.read_parquet(p).columns
+    except Exception: return False                     # not a table: the loader that reads it says what is wrong
+    names = {str(c).strip().lower() for c in cols}
+    return bool(names & set(_SYMBOL_COLUMNS)) or "close" not in names
 
 # %% ../../nbs/data/04_panel.ipynb #83d4496a
 def panel_log_returns(panel: Panel, *, device: torch.device | str | None = None,
@@ -416,6 +428,15 @@ class PanelFoldSplits:
     test: PanelFoldData
     scaler: FeatureScaler
 
+def panel_split(features: Tensor | None, log_returns: Tensor, mask: Tensor, start: int, stop: int, *,
+                scaler: FeatureScaler | None = None, symbols: tuple = ()) -> PanelFoldData:
+    "Bars [start, stop) of a panel as a split: features through `scaler` (None: none, one zero feature), masked entries 0, last return row 0."
+    m = mask[start:stop].clone()
+    r = torch.where(m, log_returns[start:stop], 0.0); r[-1] = 0                 # nothing after bar stop-1 enters
+    x = r.new_zeros(*r.shape, 1) if features is None else features[start:stop]
+    f = torch.where(m[:, :, None], x if scaler is None else scaler.transform(x), 0.0)
+    return PanelFoldData(f.contiguous(), r, m, torch.arange(start, stop, device=r.device, dtype=torch.int64), symbols)
+
 def build_panel_fold(features: Tensor, log_returns: Tensor, mask: Tensor, fold: Fold, *, device: torch.device | str | None = None,
                      symbols: tuple = (), scaler: FeatureScaler | None = None) -> PanelFoldSplits:
     "Normalise with the fold's unmasked train entries only and cut its three splits (masked entries 0, last return row 0)."
@@ -429,8 +450,5 @@ def build_panel_fold(features: Tensor, log_returns: Tensor, mask: Tensor, fold: 
     x, lr, m = features.to(device), log_returns.to(device), mask.to(device)
     a, b = fold.train
     scaler = (scaler or FeatureScaler()).fit(x[a:b][m[a:b]])                   # (N, F): unmasked train entries only
-    def split(a: int, b: int) -> PanelFoldData:
-        r = torch.where(m[a:b], lr[a:b], 0.0); r[-1] = 0
-        f = torch.where(m[a:b, :, None], scaler.transform(x[a:b]), 0.0)
-        return PanelFoldData(f.contiguous(), r, m[a:b].clone(), torch.arange(a, b, device=device, dtype=torch.int64), symbols)
+    split = lambda a, b: panel_split(x, lr, m, a, b, scaler=scaler, symbols=symbols)
     return PanelFoldSplits(fold, split(*fold.train), split(*fold.val), split(*fold.test), scaler)

@@ -217,6 +217,35 @@ def state_tensors(self: PortfolioEnv) -> list[Tensor]:
     return [self.bar, self._end, self._restart, self.reward, self.terminated, self.truncated, self.wealth,
             self.turnover, self.cost, self.wealth_reached, self.drifted, self.weights, self.mask, self.obs["features"]]
 
+# %% ../../nbs/envs/03_portfolio.ipynb #bb35d582
+@patch
+def observation_at(self: PortfolioEnv, bar: Tensor, weights: Tensor) -> dict[str, Tensor]:
+    "The observations of states (bar (B,), drifted weights (B, A)): features (B, W, A, F), weights and mask, as `step` serves them."
+    W, A, F = self.window, self.n_assets, self.n_features
+    return {"features": self._windows[bar - (W - 1)].view(-1, W, A, F), "weights": weights, "mask": self._mask[bar]}
+
+@patch
+def state_dict(self: PortfolioEnv) -> dict:
+    "The envs' state for a checkpoint: bars, episode ends, drifted weights, wealth, the generator's state and the config."
+    return {"bar": self.bar.clone(), "episode_end": self._end.clone(), "weights": self.weights.clone(),
+            "wealth": self.wealth.clone(), "rng_state": self.generator.get_state(), "config": self.config.to_dict()}
+
+@patch
+def load_state_dict(self: PortfolioEnv, state: dict) -> None:
+    "Restore a `state_dict()` of an env with the same config and sizes (checked); rebuilds the observation."
+    theirs = state.get("config") or {}
+    bad = [f"{k}: {v!r} != {theirs[k]!r}" for k, v in self.config.to_dict().items() if k in theirs and theirs[k] != v]
+    if bad: raise ValueError(f"the state belongs to a different PortfolioEnv ({'; '.join(bad)})")
+    N, A = self.n_envs, self.n_assets
+    for k, shape in (("bar", (N,)), ("episode_end", (N,)), ("weights", (N, A)), ("wealth", (N,))):
+        v = state.get(k)
+        if not isinstance(v, Tensor) or tuple(v.shape) != shape:
+            raise ValueError(f"state[{k!r}] must be a tensor {shape}, got {getattr(v, 'shape', type(v).__name__)}")
+    self.bar.copy_(state["bar"]); self._end.copy_(state["episode_end"])
+    self.weights.copy_(state["weights"]); self.wealth.copy_(state["wealth"])
+    self.generator.set_state(state["rng_state"])
+    self._observe()
+
 # %% ../../nbs/envs/03_portfolio.ipynb #006e57d5
 @dataclass
 class PortfolioBacktestResult:

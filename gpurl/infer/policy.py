@@ -9,7 +9,7 @@ import torch
 from ..systems.checkpoint import load_checkpoint
 from ..train.base import Policy
 from ..train.registry import MODELS, ModelSpec
-import gpurl.rl.dqn, gpurl.rl.ppo, gpurl.seq.supervised, gpurl.seq.liquid, gpurl.seq.ltc, gpurl.seq.tlob, gpurl.seq.tft, gpurl.seq.mamba2   # the built-in models register themselves on import
+import gpurl.rl.dqn, gpurl.rl.ppo, gpurl.rl.portfolioppo, gpurl.seq.supervised, gpurl.seq.liquid, gpurl.seq.ltc, gpurl.seq.tlob, gpurl.seq.tft, gpurl.seq.mamba2   # the built-in models register themselves on import
 
 # %% auto #0
 __all__ = ['models', 'get_model', 'load_policy']
@@ -27,8 +27,8 @@ def get_model(name: str) -> ModelSpec:
 # %% ../../nbs/infer/00_policy.ipynb #842987c5
 _CARD = ("algo", "model", "trainer_config", "obs_dim", "n_actions")
 
-def load_policy(path: str | os.PathLike, device: str | torch.device = "cpu") -> Policy:
-    "Rebuild the policy of a gpurl checkpoint from the file alone (its model card and tensors)."
+def load_policy(path: str | os.PathLike, device: str | torch.device = "cpu") -> Policy | torch.nn.Module:
+    "Rebuild the policy of a gpurl checkpoint from the file alone (its model card and tensors), in its trainer's `policy_class`."
     tensors, meta = load_checkpoint(path, device=device)
     missing = [k for k in _CARD if k not in meta]
     if missing:
@@ -36,4 +36,4 @@ def load_policy(path: str | os.PathLike, device: str | torch.device = "cpu") -> 
                          "checkpoints described their model, or by another tool; rebuild it with the run's config.json")
     spec = get_model(meta["algo"])
     config = spec.config.from_json(meta["trainer_config"])
-    return Policy(spec.trainer.policy_from(config, meta, tensors), meta, config).to(device).eval()
+    return spec.trainer.policy_class(spec.trainer.policy_from(config, meta, tensors), meta, config).to(device).eval()

@@ -6,6 +6,7 @@
 from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields
+from typing import Callable, ClassVar
 
 import torch
 import torch.nn as nn
@@ -25,15 +26,15 @@ from ..systems.steps import TANH, Step, member_steps, register_steps
 from ..train import registry
 
 # %% auto #0
-__all__ = ['PpoConfig', 'ActorCritic', 'gae_advantages', 'ppo_loss', 'PpoTrainer', 'actor_steps']
+__all__ = ['PpoSettings', 'PpoConfig', 'ActorCritic', 'gae_advantages', 'clipped_ppo_loss', 'ppo_loss', 'PpoBase', 'PpoTrainer',
+           'actor_steps']
 
 # %% ../../nbs/rl/03_ppo.ipynb #80836de5
 _PRECISIONS = ("auto", "fp32", "tf32", "bf16")
 
 @dataclass
-class PpoConfig(Config):
-    "PPO hyperparameters (CleanRL `ppo.py` defaults), the trading environment and the systems switches."
-    renamed = {**{f.name: f"env.{f.name}" for f in fields(EnvConfig)}, "learning_rate": "lr", "cuda_graphs": "cuda_graph"}
+class PpoSettings(Config):
+    "PPO's hyperparameters (CleanRL `ppo.py` defaults) and systems switches, shared by every PPO trainer's config."
     # --- PPO: CleanRL ppo.py; "detail k" = Huang et al. 2022, The 37 Implementation Details of PPO ---
     lr: float = 2.5e-4                 # CleanRL learning_rate (Adam)
     anneal_lr: bool = True             # CleanRL anneal_lr: linear decay to 0 (detail 4)
@@ -53,9 +54,6 @@ class PpoConfig(Config):
     target_kl: float | None = None     # CleanRL target_kl = None (off); Spinning Up uses 0.015 (detail 12 discusses it)
     adam_eps: float = 1e-5             # detail 3: Adam epsilon 1e-5 (PyTorch's default is 1e-8)
     reward_scale: float | None = None  # rewards x this for learning; None: 1 / std of the fold's train log returns
-    hidden: tuple[int, ...] = (64, 64) # CleanRL Agent: separate tanh MLPs 64-64, orthogonal init (detail 2)
-    # --- the trading environment: window, positions, costs, episode length, annualisation (gpurl.envs.trading.EnvConfig) ---
-    env: EnvConfig = field(default_factory=EnvConfig)
     # --- systems ---
     iterations_per_epoch: int = 1      # PPO iterations (rollout + GAE + update epochs) per driver epoch
     grad_accum_steps: int = 1          # micro-batches per minibatch: loss / N, one optimizer step per N
@@ -70,7 +68,6 @@ class PpoConfig(Config):
         for k in ("n_envs", "n_steps", "num_minibatches", "update_epochs", "iterations_per_epoch",
                   "grad_accum_steps", "anneal_epochs", "graph_warmup"):
             if getattr(self, k) < 1: raise bad(k, "must be >= 1")
-        if not self.hidden or min(self.hidden) < 1: raise bad("hidden", "needs at least one width, every width >= 1")
         if self.precision not in _PRECISIONS: raise bad("precision", f"allowed: {list(_PRECISIONS)}")
         for k in ("gamma", "gae_lambda"):
             if not 0 <= getattr(self, k) <= 1: raise bad(k, "must lie in [0, 1]")
@@ -95,10 +92,37 @@ class PpoConfig(Config):
         "Transitions per optimizer step (CleanRL minibatch_size)."
         return self.batch_size // self.num_minibatches
 
+    @property
+    def loss_coefs(self) -> dict[str, float | bool]:
+        "The keywords of `clipped_ppo_loss`: clip_coef, clip_vloss, ent_coef, vf_coef."
+        return dict(clip_coef=self.clip_coef, clip_vloss=self.clip_vloss, ent_coef=self.ent_coef, vf_coef=self.vf_coef)
+
+    @property
+    def width(self) -> int:
+        "The widest hidden layer (what the mixed-precision policy weighs)."
+        raise NotImplementedError(f"{type(self).__name__} must say how wide its network is")
+
     def precision_policy(self, device: torch.device | str, precision: str | None = None) -> MixedPrecisionConfig:
         "The precision this config trains at on `device`; `precision` overrides the setting ('auto': what auto picks)."
-        return MixedPrecisionConfig.resolve(precision or self.precision, device, width=max(self.hidden),
+        return MixedPrecisionConfig.resolve(precision or self.precision, device, width=self.width,
                                             rows=self.minibatch_size // self.grad_accum_steps, scaler=True)   # fp16: eager + GradScaler
+
+@dataclass
+class PpoConfig(PpoSettings):
+    "PPO on the trading environment: `PpoSettings`, the network's widths and the environment (`gpurl.envs.trading.EnvConfig`)."
+    renamed = {**{f.name: f"env.{f.name}" for f in fields(EnvConfig)}, "learning_rate": "lr", "cuda_graphs": "cuda_graph"}
+    hidden: tuple[int, ...] = (64, 64) # CleanRL Agent: separate tanh MLPs 64-64, orthogonal init (detail 2)
+    # --- the trading environment: window, positions, costs, episode length, annualisation (gpurl.envs.trading.EnvConfig) ---
+    env: EnvConfig = field(default_factory=EnvConfig)
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not self.hidden or min(self.hidden) < 1: raise config_error(self, "hidden", "needs at least one width, every width >= 1")
+
+    @property
+    def width(self) -> int:
+        "The widest hidden layer (what the mixed-precision policy weighs)."
+        return max(self.hidden)
 
 # %% ../../nbs/rl/03_ppo.ipynb #c9f0a5c6
 class ActorCritic(nn.Module):
@@ -150,18 +174,14 @@ def gae_advantages(rewards: Tensor, values: Tensor, dones: Tensor, next_value: T
     return adv, adv + values
 
 # %% ../../nbs/rl/03_ppo.ipynb #9d36d07c
-def ppo_loss(logits: Tensor, actions: Tensor, old_logprob: Tensor, advantages: Tensor, new_value: Tensor,
-             old_value: Tensor, returns: Tensor, *, clip_coef: float = 0.2, clip_vloss: bool = True,
-             ent_coef: float = 0.01, vf_coef: float = 0.5) -> tuple[Tensor, dict[str, Tensor]]:
-    "CleanRL's PPO loss (clipped surrogate + vf_coef * (clipped) value loss - ent_coef * entropy) and its diagnostics."
-    up = lambda x: x.to(torch.promote_types(x.dtype, torch.float32))   # bf16 autocast outputs -> float32
-    logp_all = F.log_softmax(up(logits), -1)
-    new_logprob = logp_all.gather(-1, actions[:, None]).squeeze(-1)
-    entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
+def clipped_ppo_loss(new_logprob: Tensor, entropy: Tensor, old_logprob: Tensor, advantages: Tensor, new_value: Tensor,
+                     old_value: Tensor, returns: Tensor, *, clip_coef: float = 0.2, clip_vloss: bool = True,
+                     ent_coef: float = 0.01, vf_coef: float = 0.5) -> tuple[Tensor, dict[str, Tensor]]:
+    "CleanRL's PPO loss from any policy's new log-probabilities and mean entropy: clipped surrogate + value loss - entropy bonus."
     logratio = new_logprob - old_logprob
     ratio = logratio.exp()
     pg_loss = torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - clip_coef, 1 + clip_coef)).mean()
-    new_value = up(new_value)
+    new_value = new_value.to(torch.promote_types(new_value.dtype, torch.float32))   # bf16 autocast outputs -> float32
     v_loss = (new_value - returns).square()
     if clip_vloss:
         v_clipped = old_value + (new_value - old_value).clamp(-clip_coef, clip_coef)
@@ -173,6 +193,14 @@ def ppo_loss(logits: Tensor, actions: Tensor, old_logprob: Tensor, advantages: T
                      old_approx_kl=(-logratio).mean(), approx_kl=((ratio - 1) - logratio).mean(),
                      clipfrac=((ratio - 1).abs() > clip_coef).float().mean())
     return loss, stats
+
+def ppo_loss(logits: Tensor, actions: Tensor, old_logprob: Tensor, advantages: Tensor, new_value: Tensor,
+             old_value: Tensor, returns: Tensor, **coefs) -> tuple[Tensor, dict[str, Tensor]]:
+    "CleanRL's PPO loss of a categorical policy's `logits` (`clipped_ppo_loss`'s keywords) and its diagnostics."
+    logp_all = F.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), -1)
+    new_logprob = logp_all.gather(-1, actions[:, None]).squeeze(-1)
+    entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
+    return clipped_ppo_loss(new_logprob, entropy, old_logprob, advantages, new_value, old_value, returns, **coefs)
 
 # %% ../../nbs/rl/03_ppo.ipynb #090ffae8
 def _sample_actions(logits: Tensor) -> tuple[Tensor, Tensor]:
@@ -187,10 +215,23 @@ def _sample_actions(logits: Tensor) -> tuple[Tensor, Tensor]:
 _METRICS = ("loss", "pg_loss", "v_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac")
 _EPOCH_METRICS = _METRICS + ("grad_norm", "explained_variance", "reward_mean", "rollout_sharpe", "updates_applied")
 
-class PpoTrainer(Trainer):
+class PpoBase(Trainer):
+    "What every PPO trainer shares: Adam, the rollout buffers, GAE, the clipped update; the iteration captured on CUDA, eager on CPU."
+    data_parallel_fields = DataParallelFields(split=("n_envs",), replicated=("net", "optim"), on_policy=True)
+    structural: ClassVar[tuple[str, ...]] = ("n_envs", "n_steps")   # settings a saved state must share (buffers, network)
+
+    def rollout_step(self, t: int) -> None:
+        "Rollout step `t` of the trainer's environment and action distribution (`_rollout` calls it n_steps times)."
+        raise NotImplementedError(f"{type(self).__name__} must define rollout_step(t)")
+
+    def minibatch_loss(self, rows: dict[str, Tensor], idx: Tensor, advantages: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+        "The PPO loss and diagnostics of transitions `idx` of the flattened rollout buffers `rows`, given their advantages."
+        raise NotImplementedError(f"{type(self).__name__} must define minibatch_loss(rows, idx, advantages)")
+
+class PpoTrainer(PpoBase):
     "PPO on the batched TradingEnv of one fold's train split; the whole iteration CUDA-graph captured on CUDA, eager on CPU."
     config_class = PpoConfig
-    data_parallel_fields = DataParallelFields(split=("n_envs",), replicated=("net", "optim"), on_policy=True)
+    structural = ("hidden", "n_envs", "n_steps", "env.window", "env.positions")
 
     @property
     def env_config(self) -> EnvConfig:
@@ -201,8 +242,18 @@ class PpoTrainer(Trainer):
 @patch
 def build(self: PpoTrainer, train: FoldData) -> None:
     "Network, precision policy, Adam with its state up front, counters, the env of `train` and the rollout buffers."
-    c, e, dev = self.config, self.config.env, self.device
-    self.net = ActorCritic(e.window * train.n_features + 1, len(e.positions), c.hidden).to(dev)
+    c, e = self.config, self.config.env
+    self.setup_optimization(ActorCritic(e.window * train.n_features + 1, len(e.positions), c.hidden))
+    self.env = e.make_env(train, c.n_envs, seed=c.seed,
+                          compile=self.use_graphs)    # fused env steps inside the captured iteration; eager: plain ops
+    self.use_reward_scale(train.log_returns.float().std())
+    self._buf = self.rollout_buffers(pos=((), torch.int64), act=((), torch.int64))
+
+@patch
+def setup_optimization(self: PpoBase, net: nn.Module) -> None:
+    "`net` on the device, the precision policy, Adam with its gradients and state up front, the lr tensors and the counters."
+    c, dev = self.config, self.device
+    self.net = net.to(dev)
     self.use_precision(c.precision_policy(dev))
     self.use_graphs = c.cuda_graph and cuda_graphs_available(dev) and not self.precision.grad_scaler
     self._scaler = self.precision.make_grad_scaler(dev.type) if self.precision.grad_scaler else None  # fp16 GPUs: eager
@@ -222,16 +273,22 @@ def build(self: PpoTrainer, train: FoldData) -> None:
     self._kl_ok = torch.ones((), device=dev)                           # 0 once target_kl stopped the epochs
     self._it_metrics = torch.zeros(len(_EPOCH_METRICS), device=dev)    # the last iteration's metrics
     self.grad_sync = None        # data-parallel gradient hook (gpurl.systems.distributed); None: no collective, no kernel
-    self.env = e.make_env(train, c.n_envs, seed=c.seed,
-                          compile=self.use_graphs)    # fused env steps inside the captured iteration; eager: plain ops
-    sd = train.log_returns.float().std()              # a device tensor: no host read
+
+@patch
+def use_reward_scale(self: PpoBase, sd: Tensor) -> None:
+    "Rewards are learnt x `config.reward_scale`, else x 1 / `sd` (a device scalar: no host read; 1 where `sd` is 0)."
+    c, dev = self.config, self.device
     self._reward_scale = (torch.full((), c.reward_scale, device=dev) if c.reward_scale is not None else
                           torch.where(sd > 0, 1.0 / sd.clamp_min(1e-12), torch.ones_like(sd)))
-    T, N = c.n_steps, c.n_envs
-    i64, f32 = (lambda: torch.zeros(T, N, dtype=torch.int64, device=dev)), (lambda: torch.zeros(T, N, device=dev))
-    self._buf = dict(bar=i64(), pos=i64(), act=i64(), done=torch.zeros(T, N, dtype=torch.bool, device=dev),
-                     trunc=torch.zeros(T, N, dtype=torch.bool, device=dev),
-                     logp=f32(), val=f32(), rew=f32(), boot=f32(), adv=f32(), ret=f32())
+
+@patch
+def rollout_buffers(self: PpoBase, **state: tuple[tuple[int, ...], torch.dtype]) -> dict[str, Tensor]:
+    "The (n_steps, n_envs) buffers of every PPO rollout, plus `state=(trailing shape, dtype)` ones for the env state and action."
+    T, N, dev = self.config.n_steps, self.config.n_envs, self.device
+    z = lambda *shape, dtype=torch.float32: torch.zeros(T, N, *shape, dtype=dtype, device=dev)
+    return dict(bar=z(dtype=torch.int64), **{k: z(*s, dtype=dt) for k, (s, dt) in state.items()},
+                done=z(dtype=torch.bool), trunc=z(dtype=torch.bool),
+                logp=z(), val=z(), rew=z(), boot=z(), adv=z(), ret=z())
 
 # %% ../../nbs/rl/03_ppo.ipynb #e0160abc
 @patch
@@ -240,37 +297,54 @@ def observe(self: PpoTrainer, bar: Tensor, position: Tensor) -> Tensor:
     return self.env.observation_at(bar, position)
 
 @patch
-def _rollout(self: PpoTrainer) -> None:
-    "n_steps steps of every env under the current policy into the (n_steps, n_envs) buffers, then GAE."
-    c, b, env = self.config, self._buf, self.env
-    may_truncate = env.episode_len is not None          # else truncation never happens: no bootstrap to compute
-    for t in range(c.n_steps):
-        bar = b["bar"][t]
-        bar.copy_(env.bar); b["pos"][t].copy_(env.position)
-        with torch.no_grad(), self.autocast():
-            logits, value = self.net(env.obs)
-        action, logprob = _sample_actions(logits)
-        b["act"][t].copy_(action); b["logp"][t].copy_(logprob); b["val"][t].copy_(value)
-        _, reward, terminated, truncated = env.step(action)
-        torch.mul(reward, self._reward_scale, out=b["rew"][t])
-        torch.logical_or(terminated, truncated, out=b["done"][t])      # GAE stops: the next row is another episode
-        if may_truncate:    # the truncated episode's own next state s' = (bar + 1, the position just taken)
-            with torch.no_grad(), self.autocast():
-                v_final = self.net.value(self.observe(bar + 1, action)).float()
-            b["trunc"][t].copy_(truncated)
-            b["boot"][t].copy_(torch.where(truncated, c.gamma * v_final, 0.0))   # gamma * V(s') where truncated
+def rollout_step(self: PpoTrainer, t: int) -> None:
+    "Rollout step `t`: store every env's state, sample actions, store them with log-probabilities and values, step the envs."
+    b, env = self._buf, self.env
+    bar = b["bar"][t]
+    bar.copy_(env.bar); b["pos"][t].copy_(env.position)
     with torch.no_grad(), self.autocast():
-        _, next_value = self.net(env.obs)
-    rewards = b["rew"] + b["boot"] if may_truncate else b["rew"]        # the rewards GAE learns from
+        logits, value = self.net(env.obs)
+    action, logprob = _sample_actions(logits)
+    b["act"][t].copy_(action); b["logp"][t].copy_(logprob); b["val"][t].copy_(value)
+    self.store_outcome(t, *env.step(action)[1:], lambda: self.observe(bar + 1, action))
+
+@patch
+def store_outcome(self: PpoBase, t: int, reward: Tensor, terminated: Tensor, truncated: Tensor, next_obs: Callable) -> None:
+    "Step `t`'s scaled reward and done flag; where episodes can be cut, gamma * V(s') of the cut episode's own `next_obs()`."
+    c, b = self.config, self._buf
+    torch.mul(reward, self._reward_scale, out=b["rew"][t])
+    torch.logical_or(terminated, truncated, out=b["done"][t])          # GAE stops: the next row is another episode
+    if self.env.episode_len is not None:    # else truncation never happens: no bootstrap to compute
+        with torch.no_grad(), self.autocast():
+            v_final = self.net.value(next_obs()).float()
+        b["trunc"][t].copy_(truncated)
+        b["boot"][t].copy_(torch.where(truncated, c.gamma * v_final, 0.0))   # gamma * V(s') where truncated
+
+@patch
+def _rollout(self: PpoBase) -> None:
+    "n_steps steps of every env under the current policy into the (n_steps, n_envs) buffers, then GAE."
+    c, b = self.config, self._buf
+    for t in range(c.n_steps): self.rollout_step(t)
+    with torch.no_grad(), self.autocast():
+        _, next_value = self.net(self.env.obs)
+    rewards = b["rew"] + b["boot"] if self.env.episode_len is not None else b["rew"]   # the rewards GAE learns from
     adv, ret = gae_advantages(rewards, b["val"], b["done"], next_value.float(), c.gamma, c.gae_lambda)
     b["adv"].copy_(adv); b["ret"].copy_(ret)
 
 # %% ../../nbs/rl/03_ppo.ipynb #75fedc8a
 @patch
-def _minibatch_backward(self: PpoTrainer, idx: Tensor) -> Tensor:
+def minibatch_loss(self: PpoTrainer, rows: dict[str, Tensor], idx: Tensor, advantages: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+    "The PPO loss and diagnostics of transitions `idx` of the flattened rollout buffers `rows`, given their advantages."
+    with self.autocast():
+        logits, value = self.net(self.observe(rows["bar"][idx], rows["pos"][idx]))
+    return ppo_loss(logits, rows["act"][idx], rows["logp"][idx], advantages, value, rows["val"][idx], rows["ret"][idx],
+                    **self.config.loss_coefs)
+
+@patch
+def _minibatch_backward(self: PpoBase, idx: Tensor) -> Tensor:
     "Zero the grads and accumulate minibatch `idx`'s gradient over grad_accum_steps micro-batches (loss / N)."
     c, n = self.config, self.config.grad_accum_steps
-    b = {k: v.view(-1) for k, v in self._buf.items()}
+    b = {k: v.flatten(0, 1) for k, v in self._buf.items()}           # (n_steps * n_envs, ...) views
     adv = b["adv"][idx]
     mean, std = adv.mean(), adv.std()                   # detail 7, over the whole minibatch (CleanRL: std + 1e-8)
     for p in self._params: p.grad.zero_()
@@ -278,17 +352,14 @@ def _minibatch_backward(self: PpoTrainer, idx: Tensor) -> Tensor:
     for sub in idx.chunk(n):
         a = b["adv"][sub]
         if c.norm_adv: a = (a - mean) / (std + 1e-8)
-        with self.autocast():
-            logits, value = self.net(self.observe(b["bar"][sub], b["pos"][sub]))
-        loss, st = ppo_loss(logits, b["act"][sub], b["logp"][sub], a, value, b["val"][sub], b["ret"][sub],
-                            clip_coef=c.clip_coef, clip_vloss=c.clip_vloss, ent_coef=c.ent_coef, vf_coef=c.vf_coef)
+        loss, st = self.minibatch_loss(b, sub, a)
         loss = loss / n                                 # each micro-batch's loss / N: the minibatch gradient
         (self._scaler.scale(loss) if self._scaler else loss).backward()
         stats += torch.stack([st[k] for k in _METRICS]) / n
     return stats
 
 @patch
-def _optimizer_step(self: PpoTrainer) -> Tensor:
+def _optimizer_step(self: PpoBase) -> Tensor:
     "Clip the global grad norm (returns the real pre-clip norm) and step Adam; discarded where the KL flag is 0."
     masked = self.config.target_kl is not None
     if self.grad_sync is not None: self.grad_sync([p.grad for p in self._params])   # data parallel: the ranks' mean
@@ -305,7 +376,7 @@ def _optimizer_step(self: PpoTrainer) -> Tensor:
 
 # %% ../../nbs/rl/03_ppo.ipynb #572ca084
 @patch
-def _update(self: PpoTrainer) -> None:
+def _update(self: PpoBase) -> None:
     "update_epochs shuffled passes of num_minibatches optimizer steps; KL early stop as a device flag."
     c, B, mb = self.config, self.config.batch_size, self.config.minibatch_size
     acc = torch.zeros(len(_METRICS) + 2, device=self.device)   # flag-weighted sums (+ grad norm), applied steps
@@ -323,13 +394,13 @@ def _update(self: PpoTrainer) -> None:
     ret, val, rew = b["ret"].view(-1), b["val"].view(-1), b["rew"].view(-1)
     var_ret, sd = ret.var(), rew.std()
     explained = torch.where(var_ret > 0, 1 - (ret - val).var() / var_ret.clamp_min(1e-30), torch.zeros_like(var_ret))
-    sharpe = torch.where(sd > 0, rew.mean() / sd.clamp_min(1e-30), torch.zeros_like(sd)) * math.sqrt(c.env.periods_per_year)
+    sharpe = torch.where(sd > 0, rew.mean() / sd.clamp_min(1e-30), torch.zeros_like(sd)) * math.sqrt(self.env_config.periods_per_year)
     applied = acc[-1]
     self._it_metrics.copy_(torch.cat([acc[:-1] / applied.clamp_min(1), torch.stack(
         [explained, rew.mean() / self._reward_scale, sharpe, applied / (c.update_epochs * c.num_minibatches)])]))
 
 @patch
-def _iterate(self: PpoTrainer) -> None:
+def _iterate(self: PpoBase) -> None:
     "One PPO iteration: anneal the lr, rollout + GAE, update; counters advance. What the CUDA graph captures."
     c = self.config
     if c.anneal_lr:   # CleanRL: frac = 1 - (iteration - 1) / num_iterations
@@ -343,14 +414,14 @@ def _iterate(self: PpoTrainer) -> None:
 
 # %% ../../nbs/rl/03_ppo.ipynb #d96fb38d
 @patch
-def _state_tensors(self: PpoTrainer) -> list[Tensor]:
+def _state_tensors(self: PpoBase) -> list[Tensor]:
     "Every tensor an iteration updates in place, apart from the env (what a warm-up must leave as it found)."
     return [*self._step_tensors, self._iteration, self._env_steps, self._kl_ok, self._opt_lr, self._it_metrics,
             *self._buf.values()]
 
 @patch
 @TrainerGlobals.method
-def train_epoch(self: PpoTrainer) -> dict[str, Tensor]:
+def train_epoch(self: PpoBase) -> dict[str, Tensor]:
     "Run iterations_per_epoch PPO iterations (graph replays on CUDA); their mean device metrics, no host sync."
     acc = torch.zeros_like(self._it_metrics)
     for _ in range(self.config.iterations_per_epoch):
@@ -371,13 +442,11 @@ def act_scores(self: PpoTrainer, obs: Tensor) -> Tensor:
     return logits.float()
 
 @patch
-def named_tensors(self: PpoTrainer) -> dict[str, Tensor]:
+def named_tensors(self: PpoBase) -> dict[str, Tensor]:
     "The network's live parameters (keys of ActorCritic.state_dict): what a weights checkpoint holds."
     return {k: v.detach() for k, v in self.net.state_dict(keep_vars=True).items()}
 
 # %% ../../nbs/rl/03_ppo.ipynb #f073d1f9
-_STRUCTURAL = ("hidden", "n_envs", "n_steps", "env.window", "env.positions")   # what the buffers and network are built from
-
 def _setting(d: dict, key: str):
     "A setting of a config dict, nested keys as 'env.window' (None where absent)."
     for k in key.split("."): d = d.get(k) if isinstance(d, dict) else None
@@ -385,7 +454,7 @@ def _setting(d: dict, key: str):
 
 @patch
 @TrainerGlobals.method
-def state_dict(self: PpoTrainer) -> dict:
+def state_dict(self: PpoBase) -> dict:
     "Full training state (copies): weights, Adam state, env, counters, lr, RNG states and the config."
     return {"config": self.config.to_dict(),
             "net": {k: v.clone() for k, v in self.named_tensors().items()},
@@ -396,12 +465,12 @@ def state_dict(self: PpoTrainer) -> dict:
 
 @patch
 @TrainerGlobals.method
-def load_state_dict(self: PpoTrainer, state: dict) -> None:
+def load_state_dict(self: PpoBase, state: dict) -> None:
     "Restore a `state_dict()` in place; the next epoch recaptures the graph (the env generator's state changed)."
     missing = sorted({"net", "optim", "env", "counters", "rng"} - set(state))
-    if missing: raise ValueError(f"state lacks {missing}: pass what PpoTrainer.state_dict() returned")
+    if missing: raise ValueError(f"state lacks {missing}: pass what {type(self).__name__}.state_dict() returned")
     saved, mine = state.get("config") or {}, self.config.to_dict()
-    bad = [k for k in _STRUCTURAL if _setting(saved, k) is not None and _setting(saved, k) != _setting(mine, k)]
+    bad = [k for k in self.structural if _setting(saved, k) is not None and _setting(saved, k) != _setting(mine, k)]
     if bad: raise ValueError(f"the state was saved with other {bad} ({[_setting(saved, k) for k in bad]} vs "
                              f"{[_setting(mine, k) for k in bad]}): build the trainer with the saved config")
     with torch.no_grad():

@@ -68,15 +68,17 @@ class Trainer:
     "Base of gpurl's trainers: checks, device, own RNG streams (`globals`), captured steps, validation, `fit`, `policy()`."
     config_class: ClassVar[type[Config]] = Config                # the config dataclass the trainer takes
     data_parallel_fields: ClassVar[DataParallelFields | None] = None   # what data-parallel ranks split / share; None: no DDP
+    data_class: ClassVar[type] = FoldData                        # the split it trains on (a panel trainer: PanelFoldData)
+    policy_class: ClassVar[type[nn.Module]] = Policy             # what `policy()` and `load_policy` wrap its network in
 
     def __init__(self, config: Config | None, train: FoldData, *, device: torch.device | str | None = None):
         config = self.config_class() if config is None else config
         if not isinstance(config, self.config_class):
             raise TypeError(f"config must be a {self.config_class.__name__} (from_dict / from_json build one), "
                             f"got {type(config).__name__}")
-        if not isinstance(train, FoldData):
+        if not isinstance(train, self.data_class):
             hint = " (pass its .train)" if hasattr(train, "train") else ""
-            raise TypeError(f"{type(self).__name__} is built from one fold's train split, a FoldData{hint}; "
+            raise TypeError(f"{type(self).__name__} is built from one fold's train split, a {self.data_class.__name__}{hint}; "
                             f"got {type(train).__name__}")
         self.config, self.device = config, _device(device, train)
         self.globals = TrainerGlobals(config.seed, self.device)   # own RNG streams from config.seed
@@ -135,4 +137,4 @@ def policy(self: Trainer) -> Policy:
     "The greedy policy of the current weights (a copy: training on does not change it), as `load_policy` rebuilds it."
     meta = self.model_metadata()
     tensors = {k: v.detach().clone() for k, v in self.named_tensors().items()}
-    return Policy(type(self).policy_from(self.config, meta, tensors), meta, self.config).to(self.device).eval()
+    return self.policy_class(type(self).policy_from(self.config, meta, tensors), meta, self.config).to(self.device).eval()

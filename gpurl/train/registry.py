@@ -21,12 +21,12 @@ class ModelSpec:
     name: str
     trainer: type                       # trainer(config, train_split); classmethod policy_from(config, metadata, tensors)
     config: type                        # a gpurl.core.config.Config subclass
-    data: str = "bars"                  # "bars" (OHLCV) or "lob" (order book)
+    data: str = "bars"                  # "bars" (OHLCV), "lob" (order book) or "panel" (many assets)
     quickstart: dict = field(default_factory=dict)   # gpurl_train's small default settings (below --config)
-    cli: bool = True                    # gpurl_train lists and trains it (False: the library only, until the CLI reads its data)
+    cli: bool = True                    # a single-asset model gpurl_train lists and runs (False: the library only, or a panel model, run by the panel path)
 
 MODELS: dict[str, ModelSpec] = {}
-_DATA_KINDS = ("bars", "lob")
+_DATA_KINDS = ("bars", "lob", "panel")
 
 def register_model(name: str, trainer: type, config: type, *, data: str = "bars", quickstart: dict | None = None,
                    cli: bool = True) -> ModelSpec:
