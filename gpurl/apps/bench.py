@@ -37,7 +37,7 @@ from ..infer.policy import get_model
 from ..run.rundir import RunData
 from ..systems.distributed import Worker, data_parallel
 from ..run.resolve import UsageError, run_console
-from .benchpanel import bench_portfolio_env   # registers the case portfolio_env
+from .benchpanel import bench_portfolio_env, bench_portfolio_ppo   # registers the cases portfolio_env, portfolio_ppo
 _all_ = ["CASES", "case"]
 
 # %% auto #0
