@@ -289,14 +289,28 @@ def portfolio_backtest(weights: Tensor, data: PanelFoldData, config: PortfolioCo
 _HOLDING = 1e-6   # |w| above this counts as a holding
 
 @patch
-def summary(self: PortfolioBacktestResult) -> dict[str, float]:
-    "Sharpe, Sortino, max drawdown, returns, turnover, cost, holdings, HHI and cash: Python floats, one host read."
+def metrics(self: PortfolioBacktestResult) -> dict[str, Tensor]:
+    "Sharpe, Sortino, max drawdown, returns, turnover, cost, holdings, HHI and cash as device scalars (no host read)."
     r, p, w = self.returns, self.periods_per_year, self.weights
-    m = dict(sharpe=sharpe_ratio(r, p), sortino=sortino_ratio(r, p), max_drawdown=max_drawdown(r),
-             annual_return=annualized_return(r, p), total_return=torch.expm1(r.sum()), avg_turnover=self.turnover.mean(),
-             total_cost=self.costs.sum(), avg_holdings=(w.abs() > _HOLDING).sum(-1).to(r.dtype).mean(),
-             hhi=w.square().sum(-1).mean(), avg_cash=1 - w.sum(-1).mean())
-    return {**dict(zip(m, torch.stack([v.double() for v in m.values()]).tolist())), "n_bars": float(r.shape[0])}
+    return dict(sharpe=sharpe_ratio(r, p), sortino=sortino_ratio(r, p), max_drawdown=max_drawdown(r),
+                annual_return=annualized_return(r, p), total_return=torch.expm1(r.sum()), avg_turnover=self.turnover.mean(),
+                total_cost=self.costs.sum(), avg_holdings=(w.abs() > _HOLDING).sum(-1).to(r.dtype).mean(),
+                hhi=w.square().sum(-1).mean(), avg_cash=1 - w.sum(-1).mean())
+
+@patch
+def summary(self: PortfolioBacktestResult) -> dict[str, float]:
+    "`metrics()` as Python floats (one host read), and the number of bars."
+    m = self.metrics()
+    return {**dict(zip(m, torch.stack([v.double() for v in m.values()]).tolist())), "n_bars": float(self.returns.shape[0])}
+
+@patch(cls_method=True)
+def concat(cls: PortfolioBacktestResult, results: list[PortfolioBacktestResult]) -> PortfolioBacktestResult:
+    "The backtests of consecutive splits (walk-forward folds) as one, bar after bar; each still started from cash, so `equity` restarts at each."
+    if not results or not all(isinstance(r, cls) for r in results):
+        raise TypeError(f"results must be a non-empty list of {cls.__name__}, got {type(results).__name__}")
+    cat = lambda name: torch.cat([getattr(r, name) for r in results])
+    return cls(*(cat(k) for k in ("returns", "equity", "weights", "drifted", "turnover", "costs", "bar_index")),
+               results[0].symbols, results[0].periods_per_year)
 
 # %% ../../nbs/envs/03_portfolio.ipynb #3038e2aa
 @patch

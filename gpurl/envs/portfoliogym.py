@@ -16,10 +16,6 @@ try:  # optional extra `gym` (pip install "gpurl[gym]"): only the single-env ada
     import gymnasium as _gym
 except ImportError:
     _gym = None
-try:  # optional extra `peers` (pip install 'gpurl[peers]'): only the SB3 vector env needs stable-baselines3
-    from stable_baselines3.common.vec_env import VecEnv as _VecEnv
-except ImportError:
-    _VecEnv = None
 
 # %% auto #0
 __all__ = ['ACTION_SCALE', 'action_to_weights', 'split_observation', 'GymPortfolioEnv', 'PortfolioVecEnv']

@@ -14,7 +14,6 @@ from fastcore.basics import patch
 
 from ..core.config import config_error
 from ..core.device import TrainerGlobals
-from ..core.metrics import sharpe_ratio, sortino_ratio, max_drawdown
 from ..core.precision import align_to_tensor_cores
 from ..data.panel import PanelFoldData
 from ..envs.portfolio import PortfolioConfig, PortfolioEnv, PortfolioBacktestResult, portfolio_backtest
@@ -304,10 +303,9 @@ def minibatch_loss(self: PortfolioPpoTrainer, rows: dict[str, Tensor], idx: Tens
 @TrainerGlobals.method
 def validate(self: PortfolioPpoTrainer, data: PanelFoldData) -> dict[str, Tensor]:
     "The greedy policy's backtest of `data` with the costs on: Sharpe, Sortino, max drawdown, turnover, total return (device)."
-    r = self.policy().backtest(data.to(self.device))
-    p = r.periods_per_year
-    return {"sharpe": sharpe_ratio(r.returns, p), "sortino": sortino_ratio(r.returns, p), "max_drawdown": max_drawdown(r.returns),
-            "turnover": r.turnover.mean(), "total_return": torch.expm1(r.returns.sum())}
+    m = self.policy().backtest(data.to(self.device)).metrics()
+    return {"sharpe": m["sharpe"], "sortino": m["sortino"], "max_drawdown": m["max_drawdown"], "turnover": m["avg_turnover"],
+            "total_return": m["total_return"]}
 
 @patch
 def model_metadata(self: PortfolioPpoTrainer) -> dict[str, str]:

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/run/12_panelmodel.ipynb #230f47ab
 from __future__ import annotations
-import json, math, os, time
+import json, os, time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,14 +16,13 @@ from safetensors.torch import save_file
 
 from ..core.config import Config
 from ..core.device import default_device
-from ..core.metrics import deflated_sharpe_ratio
 from ..data.folds import Fold
 from ..data.panel import build_panel_fold, panel_split
 from ..envs.portfolio import PortfolioConfig
 from ..infer.policy import get_model
 from ..seq.crosssection import CrossSectionConfig, evaluate_fold, fit_scorer, topk_dropout_weights
 from ..train.registry import MODELS
-from ..train.walkforward import DriverConfig
+from ..train.walkforward import DriverConfig, validation_deflated_sharpe
 
 # %% auto #0
 __all__ = ['panel_models', 'PanelModel', 'CrossSectionModel']
@@ -78,10 +77,7 @@ def fold_weights(self: PanelModel, features: Tensor, log_returns: Tensor, mask: 
 
 def _training_record(fr, val) -> dict:
     "What the training of one fold did, as plain numbers: epochs, best epoch, its val Sharpe and deflated Sharpe, stop, seconds, history."
-    ppy = val.periods_per_year
-    trials = [h["val_sharpe"] for h in fr.history if h.get("val_sharpe") is not None and math.isfinite(h["val_sharpe"])]
-    sr = torch.tensor(trials or [0.0], dtype=torch.float64) / math.sqrt(ppy)
-    dsr = float(deflated_sharpe_ratio(val.returns.double().cpu(), sr))
+    dsr = validation_deflated_sharpe(fr.history, val.returns.double().cpu(), val.periods_per_year)
     return dict(fold=fr.fold, epochs_run=fr.epochs_run, best_epoch=fr.best_epoch, best_val=fr.best_metric, val_metric="Sharpe",
                 deflated_sharpe=dsr, stop_reason=fr.stop_reason, seconds=fr.seconds, history=fr.history)
 

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/run/11_panelrun.ipynb #5f868cc2
 from __future__ import annotations
-import json, math, os, shutil, time, uuid
+import json, math, os, shutil, uuid
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +14,7 @@ from torch import Tensor
 
 from ..core.config import json_safe, merge_configs
 from ..core.files import atomic_write_bytes
-from ..core.metrics import annualized_return, ic_summary, max_drawdown, sharpe_interval, sortino_ratio
+from ..core.metrics import ic_summary, sharpe_interval
 from ..data.folds import Fold
 from ..data.panel import (Panel, PanelFoldData, PanelSignal, load_panel, make_panel_features, panel_log_returns,
                               is_panel_source, panel_split, planted_weights, synthetic_panel)
@@ -25,6 +25,7 @@ from .panelmodel import CrossSectionModel, PanelModel, panel_models
 from .report import markdown_table
 from .resolve import UsageError, check_arg, flag_name, read_config_json
 from .rundir import run_folds
+from .runner import new_run_dir
 from ..seq.crosssection import CrossSectionConfig, sequence_models
 from ..train.walkforward import DriverConfig
 
@@ -92,14 +93,11 @@ def backtest_fold(weights: dict[str, Tensor], fold: Fold, log_returns: Tensor, m
 
 def stitched_metrics(results: list[PortfolioBacktestResult], *, n_resamples: int = 2000, seed: int = 0) -> dict[str, float]:
     "Sharpe with its 95% bootstrap interval, Sortino, max drawdown, annual return, turnover, holdings and HHI of the stitched folds."
-    r, w = torch.cat([x.returns for x in results]), torch.cat([x.weights for x in results])
-    p = results[0].periods_per_year
-    s = sharpe_interval(r, p, n_resamples=n_resamples, seed=seed)
-    return dict(sharpe=s["sharpe"], sharpe_low=s["low"], sharpe_high=s["high"], sortino=float(sortino_ratio(r, p)),
-                max_drawdown=float(max_drawdown(r)), annual_return=float(annualized_return(r, p)),
-                avg_turnover=float(torch.cat([x.turnover for x in results]).mean()),
-                avg_holdings=float((w.abs() > 1e-6).sum(1).double().mean()), hhi=float(w.square().sum(1).mean()),
-                n_bars=int(r.shape[0]))
+    cat = PortfolioBacktestResult.concat(results)
+    s, m = sharpe_interval(cat.returns, cat.periods_per_year, n_resamples=n_resamples, seed=seed), cat.summary()
+    return dict(sharpe=s["sharpe"], sharpe_low=s["low"], sharpe_high=s["high"],
+                **{k: m[k] for k in ("sortino", "max_drawdown", "annual_return", "avg_turnover", "avg_holdings", "hhi")},
+                n_bars=int(m["n_bars"]))
 
 def excess_metrics(returns: Tensor, benchmark: Tensor, periods_per_year: float, *, n_resamples: int = 2000,
                    seed: int = 0) -> dict[str, float | None]:
@@ -122,17 +120,6 @@ def verdict(excess: dict) -> str:
 # %% ../../nbs/run/11_panelrun.ipynb #cc80a274
 PANEL_DEFAULTS = dict(folds=4, train_bars=1000, val_bars=300, test_bars=400, embargo=0)
 PANEL_EPOCHS = 20         # gpurl_train's epochs for a panel model (the driver stops a fold earlier on no improvement)
-
-def _check_out(out, kind: str) -> Path:
-    "The run directory to create: `out` if it does not exist or is empty, or runs/<kind>-<timestamp> for None."
-    if out is None:
-        p = Path("runs") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
-        return p if not p.exists() else p.with_name(f"{p.name}-{uuid.uuid4().hex[:4]}")
-    if not isinstance(out, (str, os.PathLike)) or str(out) == "": raise ValueError(f"out must be a directory path, got {out!r}")
-    p = Path(out)
-    if p.exists() and (not p.is_dir() or any(p.iterdir())):
-        raise ValueError(f"{out} already exists and is not empty: pick a new directory for the run")
-    return p
 
 def _fold_runs(panel: Panel, names: tuple, folds: list[Fold], config: PortfolioConfig, history, options,
                model: PanelModel | CrossSectionModel | None = None, checkpoints: Path | None = None) -> tuple[list[dict], list[dict]]:
@@ -188,7 +175,7 @@ def run_panel(source: str | os.PathLike | Panel | None, out: str | os.PathLike |
     "Walk-forward backtests of the allocators and of a `model` trained fold by fold on a panel (None: synthetic, with the planted rule), written to `out`."
     try:                                                     # every input checked before anything is computed
         config = _check_model(model, config, train_bars, val_bars)
-        path = _check_out(out, "baselines" if model is None else model.name)
+        path = new_run_dir("baselines" if model is None else model.name, out, resumable=False)
         panel, synthetic = panel_source(source, date_col=date_col, seed=seed)
         names = check_allocators(allocators, synthetic) + ((model.name,) if model is not None else ())
         fs = run_folds(len(panel), train_bars, val_bars, test_bars, embargo, folds)

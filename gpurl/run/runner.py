@@ -33,8 +33,8 @@ __all__ = ['TIMING_COLUMNS', 'new_run_dir', 'plan_resume', 'train', 'is_ensemble
            'member_config', 'train_ensemble']
 
 # %% ../../nbs/run/06_runner.ipynb #f04ad438
-def new_run_dir(algo: str, out) -> Path:
-    "Where a new run goes (checked, not created): --out, or runs/<algo>-<timestamp> (made unique)."
+def new_run_dir(algo: str, out, *, resumable: bool = True) -> Path:
+    "Where a new run goes (checked, not created): --out, or runs/<algo>-<timestamp> (made unique); `resumable`: the error points to --resume."
     if out is None:
         base = Path("runs") / f"{algo}-{time.strftime('%Y%m%d-%H%M%S')}"
         p, i = base, 1
@@ -43,7 +43,8 @@ def new_run_dir(algo: str, out) -> Path:
         if not isinstance(out, (str, os.PathLike)) or str(out) == "": raise UsageError(f"--out must be a directory path, got {out!r}")
         p = Path(out)
         if p.exists() and (not p.is_dir() or any(p.iterdir())):
-            raise UsageError(f"--out {out} already exists: pick a new name, or continue that run with --resume {out}")
+            raise UsageError(f"--out {out} already exists: pick a new name, or continue that run with --resume {out}" if resumable
+                             else f"--out {out} already exists and is not empty: pick a new directory for the run")
     anc = p.parent
     while not anc.exists(): anc = anc.parent
     if not anc.is_dir() or not os.access(anc, os.W_OK):

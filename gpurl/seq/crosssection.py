@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from tqdm import tqdm
 from fastcore.basics import patch
 from ..core.config import Config, config_error
-from ..core.metrics import annualized_return, cross_sectional_ic, ic_summary, sharpe_ratio
+from ..core.metrics import cross_sectional_ic, ic_summary, sharpe_ratio
 from ..data.folds import Fold
 from ..data.panel import PanelFoldData, PanelFoldSplits
 from ..envs.allocators import equal_weight
@@ -248,12 +248,11 @@ class CrossSectionResult:
     def summary(self) -> dict:
         "Stitched test figures: IC and Rank IC summaries, Sharpe and annual return of TopkDropout and 1/N, turnover."
         cat = lambda xs: torch.cat([x.detach().cpu() for x in xs])
-        r, b, p = cat([x.returns for x in self.backtests]), cat([x.returns for x in self.benchmarks]), self.backtests[0].periods_per_year
+        bt, ew = (PortfolioBacktestResult.concat(x).summary() for x in (self.backtests, self.benchmarks))
         return {"ic": ic_summary(cat(self.ic)), "rank_ic": ic_summary(cat(self.rank_ic)),
-                "sharpe": float(sharpe_ratio(r, p)), "sharpe_equal_weight": float(sharpe_ratio(b, p)),
-                "annual_return": float(annualized_return(r, p)), "annual_return_equal_weight": float(annualized_return(b, p)),
-                "avg_turnover": float(cat([x.turnover for x in self.backtests]).mean()), "n_bars": int(r.shape[0]),
-                "best_epochs": list(self.best_epochs)}
+                "sharpe": bt["sharpe"], "sharpe_equal_weight": ew["sharpe"],
+                "annual_return": bt["annual_return"], "annual_return_equal_weight": ew["annual_return"],
+                "avg_turnover": bt["avg_turnover"], "n_bars": int(bt["n_bars"]), "best_epochs": list(self.best_epochs)}
 
 # %% ../../nbs/seq/07_crosssection.ipynb #6485dc88
 @patch

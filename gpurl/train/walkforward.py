@@ -29,7 +29,7 @@ from .trainer import BacktestableTrainer, CheckpointCallback, FoldTrainer, Score
 
 # %% auto #0
 __all__ = ['DriverConfig', 'FoldResult', 'WalkForwardResult', 'train_fold', 'backtest_trainer', 'validation_metrics',
-           'train_walk_forward']
+           'validation_deflated_sharpe', 'train_walk_forward']
 
 # %% ../../nbs/train/02_walkforward.ipynb #9d0450cc
 @dataclass
@@ -426,13 +426,17 @@ def _evaluate_fold(trainer, splits: FoldSplits, fr: FoldResult, overrides: dict)
             fr.test_scored = {k: v.detach().cpu() for k, v in trainer.scored_rows(splits.test).items()}
             fr.bar_index = fr.test_scored["row_index"].tolist()
 
+def validation_deflated_sharpe(history: list[dict], val_returns: Tensor, periods_per_year: float) -> float:
+    "Deflated Sharpe of the chosen epoch's validation returns, its trials the epochs' finite `val_sharpe` in `history`."
+    trials = [row["val_sharpe"] for row in history if row.get("val_sharpe") is not None and math.isfinite(row["val_sharpe"])]
+    trial_sr = torch.tensor(trials or [0.0], dtype=torch.float64, device=val_returns.device) / math.sqrt(periods_per_year)
+    return float(deflated_sharpe_ratio(val_returns, trial_sr))
+
 def _backtest_fold(trainer, splits: FoldSplits, fr: FoldResult, overrides: dict) -> None:
     "Backtest the (restored) best weights on the val and test bars; fill `fr`'s val/test/buy-and-hold/DSR fields."
     ppy = _periods(trainer, overrides)
     vb, tb = backtest_trainer(trainer, splits.val, **overrides), backtest_trainer(trainer, splits.test, **overrides)
-    trials = [row["val_sharpe"] for row in fr.history if row.get("val_sharpe") is not None and math.isfinite(row["val_sharpe"])]
-    trial_sr = torch.tensor(trials or [0.0], dtype=torch.float64, device=vb.returns.device) / math.sqrt(ppy)
-    fr.deflated_sharpe = float(deflated_sharpe_ratio(vb.returns, trial_sr))
+    fr.deflated_sharpe = validation_deflated_sharpe(fr.history, vb.returns, ppy)
     fr.val = {**vb.metrics, "dsr": fr.deflated_sharpe}               # backtest's performance_summary(returns, positions)
     fr.val_buy_and_hold = performance_summary(vb.buy_and_hold, periods_per_year=ppy)
     fr.test = dict(tb.metrics)
