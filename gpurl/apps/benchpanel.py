@@ -115,7 +115,7 @@ def bench_portfolio_env(b: Bench) -> None:
             graph = captured.capture_steps(acts) if b.cuda else None
             for name, per, unit in (("portfolio env step", 1, "env-steps/s"), ("portfolio env asset-step", A, "asset-steps/s")):
                 timed = functools.partial(b.measure, name, shape=shape, unit=unit)
-                timed(FINRL_VARIANT, peer, work=K * per, baseline=True, note=note)
+                timed(FINRL_VARIANT, peer, work=K * per, baseline=True, note=note, host=True)   # a CPU peer: wall clock
                 timed("gpurl PortfolioEnv, eager", lambda: [eager.step(a) for a in acts], work=n * K * per, kernels=per == 1)
                 if graph is not None: timed(f"gpurl PortfolioEnv, CUDA graph of {K} steps", graph.replay, work=n * K * per, kernels=per == 1)
             del eager, captured, graph
@@ -140,16 +140,20 @@ def bench_portfolio_ppo(b: Bench) -> None:
     if importlib.util.find_spec("stable_baselines3") is None:
         raise SkipCase("stable-baselines3 is not installed: pip install 'gpurl[peers]'")
     A, T = 30, b.size(400, 2_520)
-    data = whole_panel(synthetic_panel(T, A, seed=0), b.device)
+    panel = synthetic_panel(T, A, seed=0)
+    data, cpu_data = whole_panel(panel, b.device), whole_panel(panel, "cpu")
     for n in b.size((64,), (1_024, 4_096)):
         cfg = PortfolioPpoConfig(n_envs=n, iterations_per_epoch=1)
         shape = dict(n_envs=n, assets=A, n_steps=cfg.n_steps, minibatches=cfg.num_minibatches, update_epochs=cfg.update_epochs)
         variants = [("fp32", False)] + ([("fp32", True), ("tf32", True), ("bf16", True)] if b.cuda else [])
-        trainers = {f"gpurl portfolio PPO{', CUDA graph' if g else ', eager'}": (p, PortfolioPpoTrainer(
-            cfg.replace(precision=p, cuda_graph=g), data)) for p, g in variants}
+        trainers = {(p, g): PortfolioPpoTrainer(cfg.replace(precision=p, cuda_graph=g), data) for p, g in variants}
         for name, per, unit in (("portfolio ppo train", 1, "env-steps/s"), ("portfolio ppo train asset-step", A, "asset-steps/s")):
             timed = functools.partial(b.measure, name, shape=shape, unit=unit, work=cfg.batch_size * per, repeats=3)
             timed(SB3_PPO_VARIANT, sb3_ppo_epoch(data, cfg, b.device), baseline=True, note=f"SB3 MlpPolicy on {b.device.type}")
-            for variant, (p, tr) in trainers.items(): timed(variant, tr.train_epoch, precision=p)
+            if b.cuda:                                       # SB3 advises the CPU for MLP policies: its best may be there
+                timed(f"{SB3_PPO_VARIANT}, on the CPU", sb3_ppo_epoch(cpu_data, cfg, "cpu"), host=True,
+                      note=f"SB3 MlpPolicy on cpu, {torch.get_num_threads()} threads")
+            for (p, g), tr in trainers.items():
+                timed(f"gpurl portfolio PPO, {'CUDA graph' if g else 'eager'}", tr.train_epoch, precision=p)
         del trainers
         if b.cuda: torch.cuda.empty_cache()
