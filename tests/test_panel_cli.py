@@ -74,8 +74,25 @@ def test_model_on_a_panel_end_to_end(algo, config, name, tmp_path):
     assert len(list((out / "checkpoints").glob("fold*_best.safetensors"))) == 2
 
 
+def test_resume_end_to_end(tmp_path):
+    "A panel run that lost its last fold and its results (a stop mid-run) is continued by --resume to the same results."
+    out, cfg = tmp_path / "run", tmp_path / "config.json"
+    cfg.write_text(TINY_PPO)
+    r = _run(["--algo", "portfolio_ppo", "--data", _wide_csv(tmp_path / "closes.csv"), *SIZES, "--epochs", "2", "--config", cfg,
+              "--device", "cpu", "--out", out], tmp_path)
+    assert r.returncode == 0, r.stderr
+    whole = json.loads((out / "results.json").read_text())
+    (out / "results.json").unlink(); (out / "folds" / "fold1.safetensors").unlink()
+    r = _run(["--resume", out, "--epochs", "3"], tmp_path)
+    assert r.returncode == 2 and "drop --epochs" in r.stderr, r.stderr
+    r = _run(["--resume", out, "--device", "cpu"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads((out / "results.json").read_text())["overall"] == whole["overall"]
+    assert sorted(p.name for p in (out / "folds").iterdir()) == ["fold0.safetensors", "fold1.safetensors"]
+
+
 @pytest.mark.parametrize("args,message", [
-    (["--algo", "portfolio_ppo", "--resume", "somewhere"], "takes no --resume"),
+    (["--algo", "portfolio_ppo", "--resume", "somewhere"], "--resume somewhere: not a panel run directory"),
     (["--algo", "portfolio_ppo", "--config", "typo.json"], "unknown PortfolioPpoConfig key(s) ['gama']"),
     (["--algo", "mlp", "--config", "top0.json"], "CrossSectionConfig.top_k=0 is out of range"),
 ])

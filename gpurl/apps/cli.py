@@ -16,7 +16,7 @@ from ..systems.distributed import MultiGpuConfig, init_worker, rank_config, rest
 from ..systems.launch import TorchrunJob, WorkerFailure, worker_args
 from ..run.record import Run, load_run
 from ..run.runensemble import EnsembleRun
-from ..run.panelrun import panel_algo, panel_command
+from ..run.panelrun import panel_algo, panel_command, is_panel_run
 from ..run.resolve import (UsageError, check_arg, flag_name, parse_gpu_ids, probe_trainer, read_config_json, resolve,
                                resolve_device, run_console)
 from ..run import runner
@@ -76,7 +76,7 @@ def main(algo: str | None = None, data: str | None = None, config: str | dict | 
                 test_bars=test_bars, embargo=embargo, cost_bps=cost_bps, epochs=epochs, seed=seed, date_col=date_col,
                 log=log, log_dir=log_dir)
     job = dict(nproc_per_node=nproc_per_node, nnodes=nnodes, rdzv_endpoint=rdzv_endpoint, max_restarts=max_restarts)
-    if panel_algo(algo, data) is not None:        # a panel of assets: the allocators, and a panel model trained beside them
+    if panel_algo(algo, data) is not None or is_panel_run(resume):    # a panel of assets: allocators and a panel model
         return panel_command(**plan, **job, out=out, resume=resume, ensemble=ensemble, device=device, gpu_ids=gpu_ids,
                              summary=summary, progress=progress)
     if ensemble is not None or runner.is_ensemble(resume):

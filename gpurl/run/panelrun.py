@@ -4,11 +4,12 @@
 
 # %% ../../nbs/run/11_panelrun.ipynb #5f868cc2
 from __future__ import annotations
-import json, math, os, shutil, uuid
+import io, json, math, os, sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import safetensors, safetensors.torch
 import torch
 from torch import Tensor
 
@@ -24,16 +25,18 @@ from ..infer.policy import get_model
 from .panelmodel import CrossSectionModel, PanelModel, panel_models
 from .report import markdown_table
 from .resolve import UsageError, check_arg, flag_name, read_config_json
-from .rundir import run_folds
+from .resume import ResumePoint, set_aside
+from .rundir import panel_fingerprint, run_folds
 from .runner import new_run_dir
 from ..seq.crosssection import CrossSectionConfig, sequence_models
 from ..train.walkforward import DriverConfig
 
 # %% auto #0
-__all__ = ['BASELINES', 'BENCHMARK', 'PLANTED', 'PANEL_DEFAULTS', 'PANEL_EPOCHS', 'SYNTHETIC_PANEL', 'check_allocators',
-           'panel_source', 'span_data', 'causal_weights', 'backtest_fold', 'stitched_metrics', 'excess_metrics',
-           'verdict', 'run_panel', 'results_table', 'training_table', 'ic_lines', 'plot_equity', 'best_allocator',
-           'plot_weights', 'panel_algo', 'panel_command']
+__all__ = ['BASELINES', 'BENCHMARK', 'PLANTED', 'PANEL_RUN_FILE', 'PANEL_DEFAULTS', 'PANEL_EPOCHS', 'SYNTHETIC_PANEL',
+           'check_allocators', 'panel_source', 'span_data', 'causal_weights', 'backtest_fold', 'stitched_metrics',
+           'excess_metrics', 'verdict', 'fold_output_path', 'save_fold_output', 'load_fold_output', 'run_panel',
+           'results_table', 'training_table', 'ic_lines', 'plot_equity', 'best_allocator', 'plot_weights', 'panel_algo',
+           'panel_command', 'is_panel_run', 'resume_panel']
 
 # %% ../../nbs/run/11_panelrun.ipynb #4a575559
 BASELINES = ("equal_weight", "buy_and_hold", "min_variance", "max_sharpe")
@@ -117,12 +120,44 @@ def verdict(excess: dict) -> str:
     if hi < 0: return "trails 1/N"
     return "no difference from 1/N shown (the interval of its excess Sharpe includes 0)"
 
+# %% ../../nbs/run/11_panelrun.ipynb #1102d020
+PANEL_RUN_FILE = "panel_run.json"        # a panel run's settings, written before its first fold: what --resume reads
+
+def fold_output_path(run_dir: str | os.PathLike, k: int) -> Path:
+    "Where a panel run keeps fold `k`'s trained test weights and training record."
+    return Path(run_dir) / "folds" / f"fold{k}.safetensors"
+
+def save_fold_output(run_dir: str | os.PathLike, k: int, weights: Tensor, record: dict) -> None:
+    "Fold `k`'s test weights (bars, assets) and training record, in one safetensors file written atomically."
+    data = safetensors.torch.save({"weights": weights.contiguous()}, metadata={"record": json.dumps(json_safe(record))})
+    atomic_write_bytes(fold_output_path(run_dir, k), data)
+
+def load_fold_output(run_dir: str | os.PathLike, k: int) -> tuple[Tensor, dict] | None:
+    "Fold `k`'s saved test weights and training record; None without a file, or with one that does not read back (set aside as .corrupt)."
+    path = fold_output_path(run_dir, k)
+    if not path.is_file(): return None
+    try:
+        with safetensors.safe_open(path, "pt") as f: return f.get_tensor("weights"), json.loads(f.metadata()["record"])
+    except (OSError, ValueError, KeyError, TypeError, safetensors.SafetensorError) as e:
+        set_aside(ResumePoint(k, None, [(path, f"{type(e).__name__}: {e}")]))
+        return None
+
 # %% ../../nbs/run/11_panelrun.ipynb #cc80a274
 PANEL_DEFAULTS = dict(folds=4, train_bars=1000, val_bars=300, test_bars=400, embargo=0)
 PANEL_EPOCHS = 20         # gpurl_train's epochs for a panel model (the driver stops a fold earlier on no improvement)
 
+def _model_fold(model: PanelModel | CrossSectionModel, x: Tensor, lr: Tensor, m: Tensor, fold: Fold, symbols: tuple,
+                run_dir: Path | None) -> tuple[Tensor, dict]:
+    "The model's test weights and training record on `fold`: read back where the run kept them, else trained (and kept)."
+    kept = None if run_dir is None else load_fold_output(run_dir, fold.index)
+    if kept is not None: return kept
+    weights, record = model.fold_weights(x, lr.float(), m, fold, symbols=symbols,
+                                         checkpoints=None if run_dir is None else run_dir / "checkpoints")
+    if run_dir is not None: save_fold_output(run_dir, fold.index, weights, record)
+    return weights, record
+
 def _fold_runs(panel: Panel, names: tuple, folds: list[Fold], config: PortfolioConfig, history, options,
-               model: PanelModel | CrossSectionModel | None = None, checkpoints: Path | None = None) -> tuple[list[dict], list[dict]]:
+               model: PanelModel | CrossSectionModel | None = None, run_dir: Path | None = None) -> tuple[list[dict], list[dict]]:
     "Every fold's backtests {name: PortfolioBacktestResult}, weights computed causally per fold; the model's training records."
     lr, m = panel_log_returns(panel, dtype=torch.float64)
     planted = planted_weights(panel, rule=config.mode, dtype=torch.float64) if PLANTED in names else None
@@ -131,7 +166,7 @@ def _fold_runs(panel: Panel, names: tuple, folds: list[Fold], config: PortfolioC
     for f in folds:
         w = {n: causal_weights(n, f, lr, m, history=history, planted=planted, options=options) for n in names if n != getattr(model, "name", None)}
         if model is not None:
-            w[model.name], record = model.fold_weights(x, lr.float(), m, f, symbols=panel.symbols, checkpoints=checkpoints)
+            w[model.name], record = _model_fold(model, x, lr, m, f, panel.symbols, run_dir)
             training.append(record)
         runs.append(backtest_fold({n: w[n] for n in names}, f, lr, m, config, panel.symbols))
     return runs, training
@@ -167,6 +202,30 @@ def _check_model(model, config, train_bars: int, val_bars: int) -> PortfolioConf
     return config
 
 # %% ../../nbs/run/11_panelrun.ipynb #3e1045ae
+def _settings(source, panel: Panel, synthetic: bool, allocators: tuple, model, config: PortfolioConfig, **plan) -> dict:
+    "What a run records of its inputs (panel_run.json, and results.json's 'settings'): enough for --resume to rebuild it."
+    label = (f"synthetic_panel(seed={plan['seed']}) with its planted signal" if source is None
+             else "a Panel" if isinstance(source, Panel) else str(source))
+    data = None if source is None or isinstance(source, Panel) else str(Path(source).resolve())
+    return dict(source=label, data=data, in_memory=isinstance(source, Panel), synthetic=synthetic,
+                fingerprint=panel_fingerprint(panel), allocators=list(allocators), **plan, config=config.to_dict(),
+                model=None if model is None else model.to_dict())
+
+def _complete(path: Path, panel: Panel, s: dict, folds: list[Fold], config: PortfolioConfig, model) -> dict:
+    "Train and backtest the folds (the model's kept folds read back), then write the plots, report.md and results.json."
+    names = tuple(s["allocators"]) + ((model.name,) if model is not None else ())
+    try: runs, training = _fold_runs(panel, names, folds, config, s["history"], s["options"], model,
+                                      path if model is not None else None)
+    except BaseException:
+        if model is not None:
+            print(f"gpurl: the run stopped; its finished folds are kept in {path}: continue it with gpurl_train --resume {path}",
+                  file=sys.stderr)
+        raise
+    res = {**_summaries(panel, names, folds, runs, s["n_resamples"], s["seed"]), "settings": s}
+    if model is not None: res["training"] = training
+    _write_run(path, res, runs, s["plots"])
+    return {**res, "out": str(path)}
+
 def run_panel(source: str | os.PathLike | Panel | None, out: str | os.PathLike | None, *, allocators=BASELINES,
               model: PanelModel | CrossSectionModel | None = None, folds: int = 4, train_bars: int = 1000, val_bars: int = 300,
               test_bars: int = 400, embargo: int = 0, config: PortfolioConfig | None = None, history: int | None = None,
@@ -175,25 +234,16 @@ def run_panel(source: str | os.PathLike | Panel | None, out: str | os.PathLike |
     "Walk-forward backtests of the allocators and of a `model` trained fold by fold on a panel (None: synthetic, with the planted rule), written to `out`."
     try:                                                     # every input checked before anything is computed
         config = _check_model(model, config, train_bars, val_bars)
-        path = new_run_dir("baselines" if model is None else model.name, out, resumable=False)
+        path = new_run_dir("baselines" if model is None else model.name, out, resumable=model is not None)
         panel, synthetic = panel_source(source, date_col=date_col, seed=seed)
-        names = check_allocators(allocators, synthetic) + ((model.name,) if model is not None else ())
+        allocators = check_allocators(allocators, synthetic)
         fs = run_folds(len(panel), train_bars, val_bars, test_bars, embargo, folds)
     except (ValueError, TypeError) as e: raise UsageError(str(e)) from None
-    staging = _staging_dir(path)
-    try:
-        runs, training = _fold_runs(panel, names, fs, config, history, options, model,
-                                    None if model is None else staging / "checkpoints")
-        res = _summaries(panel, names, fs, runs, n_resamples, seed)
-        label = (f"synthetic_panel(seed={seed}) with its planted signal" if source is None
-                 else "a Panel" if isinstance(source, Panel) else str(source))
-        res["settings"] = dict(source=label, folds=folds, train_bars=train_bars, val_bars=val_bars, test_bars=test_bars,
-                               embargo=embargo, history=history, options=options or {}, seed=seed, n_resamples=n_resamples,
-                               config=config.to_dict(), model=None if model is None else model.to_dict())
-        if model is not None: res["training"] = training
-        _write_run(staging, path, res, runs, plots)
-    finally: shutil.rmtree(staging, ignore_errors=True)
-    return {**res, "out": str(path)}
+    s = _settings(source, panel, synthetic, allocators, model, config, folds=folds, train_bars=train_bars, val_bars=val_bars,
+                  test_bars=test_bars, embargo=embargo, history=history, options=options or {}, date_col=date_col, seed=seed,
+                  n_resamples=n_resamples, plots=plots)
+    atomic_write_bytes(path / PANEL_RUN_FILE, json.dumps(json_safe(s), indent=1).encode())
+    return _complete(path, panel, s, fs, config, model)
 
 # %% ../../nbs/run/11_panelrun.ipynb #ab4d3801
 _HEAD = ["allocator", "Sharpe [95% CI]", "Sortino", "max DD", "annual return", "turnover", "holdings", "HHI",
@@ -300,23 +350,15 @@ def plot_weights(res: dict, runs: list[dict]):
     return fig
 
 # %% ../../nbs/run/11_panelrun.ipynb #b8c45546
-def _staging_dir(path: Path) -> Path:
-    "A new hidden sibling of `path` that the run is written into (checkpoints during training, then the results)."
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex[:8]}.tmp"
-    tmp.mkdir()
-    return tmp
-
-def _write_run(tmp: Path, path: Path, res: dict, runs: list[dict], plots: bool) -> None:
-    "results.json, report.md and plots/ into the staging directory `tmp`, then renamed to `path`."
+def _write_run(path: Path, res: dict, runs: list[dict], plots: bool) -> None:
+    "The plots, report.md and, last, results.json (a run that has it is complete) into the run directory, each atomically."
     import matplotlib.pyplot as plt
-    (tmp / "plots").mkdir()
-    atomic_write_bytes(tmp / "results.json", json.dumps(json_safe(res), indent=1).encode())
-    atomic_write_bytes(tmp / "report.md", _report(res).encode())
     for name, fn in (("equity", plot_equity), ("weights", plot_weights)) if plots else ():
-        fig = fn(res, runs); fig.savefig(tmp / "plots" / f"{name}.png", dpi=110); plt.close(fig)
-    if path.exists(): path.rmdir()                      # an empty directory (checked before the run)
-    os.replace(tmp, path)
+        fig, png = fn(res, runs), io.BytesIO()
+        fig.savefig(png, format="png", dpi=110); plt.close(fig)
+        atomic_write_bytes(path / "plots" / f"{name}.png", png.getvalue())
+    atomic_write_bytes(path / "report.md", _report(res).encode())
+    atomic_write_bytes(path / "results.json", json.dumps(json_safe(res), indent=1).encode())
 
 # %% ../../nbs/run/11_panelrun.ipynb #60dab619
 _PANEL_FLAGS = ("algo", "data", "folds", "train_bars", "val_bars", "test_bars", "embargo", "cost_bps", "seed", "date_col", "out",
@@ -352,14 +394,27 @@ def _panel_model(algo: str, flags: dict) -> PanelModel | CrossSectionModel:
     except (ValueError, TypeError) as e: raise UsageError(f"--config: {e}".replace("\n", " ")) from None
     return PanelModel(algo, cfg, drv, **common)
 
+def _resume_command(resume, flags: dict) -> dict:
+    "`gpurl_train --resume RUN_DIR` of a panel run: only --device, --summary and --progress may come with it."
+    if not is_panel_run(resume): raise UsageError(f"--resume {resume}: not a panel run directory (it holds no {PANEL_RUN_FILE})")
+    extra = [flag_name(k) for k, v in flags.items() if k not in ("resume", "device", "summary", "progress") and v is not None]
+    if extra: raise UsageError(f"--resume {resume} continues that panel run with the settings in its {PANEL_RUN_FILE}: "
+                               f"drop {', '.join(extra)}")
+    check_arg("device", flags.get("device"), (str, None))
+    return resume_panel(resume, device=flags.get("device"), progress=flags.get("progress", True))
+
 def panel_command(**flags) -> dict:
-    "`gpurl_train` on a panel: `--algo baselines`, or a model trained beside them (`portfolio_ppo`, `ppo` or a sequence model on a panel)."
+    "`gpurl_train` on a panel: `--algo baselines`, a model trained beside them (`portfolio_ppo`, `ppo` or a sequence model on a panel), or `--resume` of such a run."
+    if flags.get("resume") is not None:
+        res = _resume_command(flags["resume"], flags)
+        if flags.get("summary", True): print(f"{results_table(res)}\n\nwritten to {res['out']}")
+        return res
     algo = panel_algo(flags.get("algo"), flags.get("data"))
     allowed = _PANEL_FLAGS + (() if algo == "baselines" else _MODEL_FLAGS)
     extra = [flag_name(k) for k, v in flags.items() if k not in allowed and v is not None]
     if extra: raise UsageError(f"--algo baselines backtests fixed allocators, nothing is trained: drop {', '.join(extra)}"
                                if algo == "baselines" else f"a panel run of --algo {algo} takes no {', '.join(extra)} "
-                               "(no resume, ensemble or multi-GPU launch for panels yet): drop them")
+                               "(no ensemble or multi-GPU launch for panels yet): drop them")
     for k in PANEL_DEFAULTS: check_arg(k, flags.get(k), (int, None), 0)
     check_arg("cost_bps", flags.get("cost_bps"), (float, None), 0); check_arg("seed", flags.get("seed"), (int, None), 0)
     data, cost = flags.get("data"), flags.get("cost_bps")
@@ -370,3 +425,40 @@ def panel_command(**flags) -> dict:
                     **{k: v if flags.get(k) is None else flags[k] for k, v in PANEL_DEFAULTS.items()})
     if flags.get("summary", True): print(f"{results_table(res)}\n\nwritten to {res['out']}")
     return res
+
+# %% ../../nbs/run/11_panelrun.ipynb #6ab394c7
+def is_panel_run(path) -> bool:
+    "Whether `path` is a panel run's directory (it holds panel_run.json)."
+    return isinstance(path, (str, os.PathLike)) and (Path(path) / PANEL_RUN_FILE).is_file()
+
+def _model_from_settings(d: dict, device: str | None, progress: bool) -> PanelModel | CrossSectionModel:
+    "The run's model rebuilt from what it recorded (its `to_dict`), on `device`."
+    if d["name"] in panel_models():
+        return PanelModel(d["name"], get_model(d["name"]).config.from_dict(d["config"]), DriverConfig.from_dict(d["driver"]),
+                          device=device, progress=progress)
+    return CrossSectionModel(CrossSectionConfig.from_dict(d["config"]), cost_bps=d["cost_bps"], device=device, progress=progress)
+
+def _resumed_panel(s: dict, source: Panel | None, path: Path) -> Panel:
+    "The run's panel again (re-read, regenerated, or `source` for one passed in Python), checked against its fingerprint."
+    if s["in_memory"] != (source is not None):
+        raise UsageError(f"{path} was run on a Panel passed in Python: resume it with resume_panel({str(path)!r}, source=panel)"
+                         if s["in_memory"] else f"{path} reads its panel from {s['source']}: pass no source")
+    try: panel = source if source is not None else panel_source(s["data"], date_col=s["date_col"], seed=s["seed"])[0]
+    except (ValueError, TypeError) as e: raise UsageError(f"--resume {path}: {e}") from None
+    if panel_fingerprint(panel) != s["fingerprint"]:
+        raise UsageError(f"--resume {path}: the panel ({s['source']}) is not the one the run began on (other dates, symbols or "
+                         "closes): a resumed run must see the same bars; start a new run instead")
+    return panel
+
+def resume_panel(path: str | os.PathLike, *, source: Panel | None = None, device: str | None = None,
+                 progress: bool = True) -> dict:
+    "Continue the stopped panel run in `path` with its own settings: kept folds are read back, the others trained; a complete run is read back."
+    if not is_panel_run(path): raise UsageError(f"--resume {path}: not a panel run directory (it holds no {PANEL_RUN_FILE})")
+    run_dir = Path(path)
+    s = json.loads((run_dir / PANEL_RUN_FILE).read_text())
+    if (run_dir / "results.json").is_file(): return {**json.loads((run_dir / "results.json").read_text()), "out": str(run_dir)}
+    panel = _resumed_panel(s, source, run_dir)
+    model = None if s["model"] is None else _model_from_settings(s["model"], device, progress)
+    config = model.portfolio if model is not None else PortfolioConfig.from_dict(s["config"])
+    fs = run_folds(len(panel), s["train_bars"], s["val_bars"], s["test_bars"], s["embargo"], s["folds"])
+    return _complete(run_dir, panel, s, fs, config, model)

@@ -25,8 +25,9 @@ from ..train.walkforward import FoldResult
 from ..infer.policy import get_model
 
 # %% auto #0
-__all__ = ['SYNTHETIC', 'SYNTHETIC_LOB', 'DEFAULT_DATA', 'load_bars', 'bar_time', 'synthetic_settings', 'RunData', 'load_book',
-           'load_data', 'RunConfig', 'run_folds', 'write_json', 'read_jsonl', 'save_fold_result', 'load_fold_results']
+__all__ = ['SYNTHETIC', 'SYNTHETIC_LOB', 'DEFAULT_DATA', 'load_bars', 'panel_fingerprint', 'bar_time', 'synthetic_settings',
+           'RunData', 'load_book', 'load_data', 'RunConfig', 'run_folds', 'write_json', 'read_jsonl',
+           'save_fold_result', 'load_fold_results']
 
 # %% ../../nbs/run/00_rundir.ipynb #4c1fb831
 SYNTHETIC = dict(n_bars=None, ar1=-0.2, seed=0, freq="B")   # n_bars None: exactly what the folds need; business days
@@ -68,6 +69,14 @@ def load_bars(data: str, synthetic: dict, min_rows: int, date_col: str | None = 
     else: bars, info = _read_file_bars(data, date_col)
     info.update(n_bars=len(bars), first=str(bars.index[0]), last=str(bars.index[-1]), fingerprint=_fingerprint(bars))
     return bars, info
+
+# %% ../../nbs/run/00_rundir.ipynb #89b23bbf
+def panel_fingerprint(panel) -> str:
+    "Short hash of a panel's dates, symbols and closes: a resumed panel run checks it still reads the same bars."
+    h = hashlib.sha256(np.ascontiguousarray(panel.index.as_unit("ns").asi8).tobytes())
+    h.update(json.dumps([str(s) for s in panel.symbols]).encode())
+    h.update(np.ascontiguousarray(panel.close.to_numpy(np.float64)).tobytes())
+    return h.hexdigest()[:16]
 
 # %% ../../nbs/run/00_rundir.ipynb #600262da
 def bar_time(ns) -> str | None:
