@@ -11,7 +11,8 @@ from typing import Callable, Mapping
 from ..core.files import atomic_write_bytes
 
 # %% auto #0
-__all__ = ['TRACKERS', 'check_tracking', 'flat_params', 'TensorBoardBackend', 'MlflowBackend', 'Tracker', 'open_tracker']
+__all__ = ['TRACKERS', 'FLUSH_S', 'check_tracking', 'flat_params', 'TensorBoardBackend', 'MlflowBackend', 'Tracker',
+           'open_tracker']
 
 # %% ../../nbs/run/10_tracking.ipynb #aef917b9
 TRACKERS = {"none": None, "tensorboard": "tensorboard", "mlflow": "mlflow"}   # --log backend -> the package it needs
@@ -94,9 +95,11 @@ class MlflowBackend:
     def close(self, ok: bool) -> None: self.client.set_terminated(self.run_id, "FINISHED" if ok else "KILLED")
 
 # %% ../../nbs/run/10_tracking.ipynb #ffa8c10c
+FLUSH_S = 5.0                 # how often a tracker's worker sends the rows it has collected: one backend call each
+
 class Tracker:
     "A tracking backend fed from a queue by a worker thread: the training thread only enqueues; scalars go out in batches."
-    def __init__(self, backend, flush_s: float = 5.0):
+    def __init__(self, backend, flush_s: float = FLUSH_S):
         self.backend, self.flush_s, self.error, self.busy_s = backend, flush_s, None, 0.0
         self._q, self._rows = queue.Queue(), []
         self._thread = threading.Thread(target=self._work, name="gpurl-tracker", daemon=True)
