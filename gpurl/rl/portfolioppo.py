@@ -21,9 +21,9 @@ from ..train import registry
 from .ppo import PpoSettings, PpoBase, clipped_ppo_loss
 
 # %% auto #0
-__all__ = ['PortfolioPpoConfig', 'dirichlet_concentrations', 'dirichlet_log_prob', 'dirichlet_entropy', 'dirichlet_sample',
-           'gaussian_log_prob', 'gaussian_entropy', 'squash_to_limits', 'SetActorCritic', 'PortfolioPolicy',
-           'equal_weight_log_returns', 'PortfolioPpoTrainer']
+__all__ = ['PortfolioPpoConfig', 'partial_adjustment', 'dirichlet_concentrations', 'dirichlet_log_prob', 'dirichlet_entropy',
+           'dirichlet_sample', 'gaussian_log_prob', 'gaussian_entropy', 'squash_to_limits', 'SetActorCritic',
+           'PortfolioPolicy', 'equal_weight_log_returns', 'PortfolioPpoTrainer']
 
 # %% ../../nbs/rl/04_portfolioppo.ipynb #b570e025
 _INIT_KAPPA_RANGE = (1.0, 1e4)
@@ -36,11 +36,12 @@ class PortfolioPpoConfig(PpoSettings):
     ent_coef: float = 0.0              # the learnt precision (or log-std) sets the exploration
     lr: float = 1e-3
     n_steps: int = 64
-    iterations_per_epoch: int = 4
+    iterations_per_epoch: int = 8      # a weak signal's tilt grows with PPO iterations: learning is sample-limited
     hidden: int = 16                   # width of the shared per-asset encoder, the context and the heads
-    init_concentration: float = 10.0   # Dirichlet precision kappa per component at init (long_only); learnt
+    init_concentration: float = 1.0    # Dirichlet precision kappa per component at init (long_only); learnt
     init_log_std: float = -0.5         # Gaussian log-std of the pre-squash scores at init (long_short); learnt
     excess_reward: bool = True         # learn from log growth minus 1/N's on the same bar (a control variate)
+    trade_rate: float = 0.2            # each bar trades this fraction of the way from the held weights to the aim; 1: all
     portfolio: PortfolioConfig = field(default_factory=lambda: PortfolioConfig(window=1, episode_len=64))
 
     def __post_init__(self):
@@ -50,11 +51,17 @@ class PortfolioPpoConfig(PpoSettings):
         if not lo <= self.init_concentration <= hi: raise config_error(self, "init_concentration", f"must lie in [{lo:g}, {hi:g}]")
         if not (math.isfinite(self.init_log_std) and -5 <= self.init_log_std <= 2):
             raise config_error(self, "init_log_std", "must lie in [-5, 2]")
+        if not 0 < self.trade_rate <= 1: raise config_error(self, "trade_rate", "must lie in (0, 1]")
 
     @property
     def width(self) -> int:
         "The network's width (what the mixed-precision policy weighs)."
         return self.hidden
+
+def partial_adjustment(held: Tensor, aim: Tensor, rate: float) -> Tensor:
+    "Weights that trade `rate` of the way from the `held` weights to the `aim` portfolio (Garleanu & Pedersen 2013); 1: the aim."
+    return aim if rate == 1 else held + rate * (aim - held)
+
 
 # %% ../../nbs/rl/04_portfolioppo.ipynb #1b0e3a69
 _ALPHA_RANGE = (1e-3, 1e6)   # concentrations are clamped here: Gamma sampling and lgamma stay finite in float32
@@ -191,7 +198,7 @@ def greedy(self: SetActorCritic, scores: Tensor, mask: Tensor) -> Tensor:
 
 # %% ../../nbs/rl/04_portfolioppo.ipynb #89ef944d
 class PortfolioPolicy(nn.Module):
-    "A greedy portfolio policy: observations (features (B, W, A, F), weights (B, A), mask (B, A)) -> target weights (B, A)."
+    "A greedy portfolio policy: observations (features (B, W, A, F), weights (B, A), mask (B, A)) -> the weights to hold (B, A)."
     def __init__(self, model: SetActorCritic, metadata: dict[str, str], config: PortfolioPpoConfig):
         super().__init__()
         self.model, self.metadata, self.config = model, dict(metadata), config
@@ -203,7 +210,7 @@ class PortfolioPolicy(nn.Module):
 
     @torch.no_grad()
     def forward(self, obs: dict[str, Tensor]) -> Tensor:
-        "Greedy target weights (B, A) of an observation dict; wrong shapes are a ValueError naming them."
+        "The weights to hold (B, A): `trade_rate` of the way from the held weights to the greedy aim; wrong shapes are a ValueError naming them."
         x, w, m = (obs.get(k) for k in ("features", "weights", "mask"))
         W, F = self.model.window, self.model.n_features
         if not isinstance(x, Tensor) or x.ndim != 4 or x.shape[1] != W or x.shape[3] != F:
@@ -216,7 +223,8 @@ class PortfolioPolicy(nn.Module):
                              f"and {tuple(getattr(m, 'shape', ()))} {getattr(m, 'dtype', '')}")
         p = next(self.model.parameters())
         obs = {"features": x.to(p.dtype), "weights": w.to(p.dtype), "mask": m}
-        return self.model.greedy(self.model(obs)[0].float(), m).to(w.dtype)
+        aim = self.model.greedy(self.model(obs)[0].float(), m)
+        return torch.where(m, partial_adjustment(w.float(), aim, self.config.trade_rate), 0.0).to(w.dtype)   # untradable: none
 
     def act(self, features: Tensor, weights: Tensor, mask: Tensor) -> Tensor:
         "Greedy target weights (B, A) for `features` (B, W, A, F), the drifted `weights` (B, A) held and the tradable `mask`."
@@ -277,7 +285,7 @@ def observe(self: PortfolioPpoTrainer, bar: Tensor, weights: Tensor) -> dict[str
 
 @patch
 def rollout_step(self: PortfolioPpoTrainer, t: int) -> None:
-    "Rollout step `t`: store each env's bar and weights, sample an action, store it, its log-probability and value, trade."
+    "Rollout step `t`: store each env's bar and weights, sample an aim, store it, its log-probability and value, trade towards it."
     b, env, net = self._buf, self.env, self.net
     bar = b["bar"][t]
     bar.copy_(env.bar); b["weights"][t].copy_(env.weights)
@@ -285,7 +293,7 @@ def rollout_step(self: PortfolioPpoTrainer, t: int) -> None:
         with self.autocast(): scores, value = net(env.obs)
         action, logprob = net.sample(scores.float(), env.mask)
     b["act"][t].copy_(action); b["logp"][t].copy_(logprob); b["val"][t].copy_(value)
-    _, reward, terminated, truncated = env.step(net.to_weights(action, env.mask))
+    _, reward, terminated, truncated = env.step(partial_adjustment(env.weights, net.to_weights(action, env.mask), self.config.trade_rate))
     self.store_outcome(t, reward - self._bench[bar], terminated, truncated, lambda: self.observe(bar + 1, env.drifted))
 
 @patch
