@@ -12,8 +12,8 @@ from _cli import console, script_env
 SIZES = ["--folds", "2", "--train_bars", "150", "--val_bars", "50", "--test_bars", "100"]
 
 
-def _run(args, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([console("gpurl_train"), *map(str, args)], cwd=cwd, env=script_env(), capture_output=True,
+def _run(args, cwd, tool: str = "gpurl_train") -> subprocess.CompletedProcess:
+    return subprocess.run([console(tool), *map(str, args)], cwd=cwd, env=script_env(), capture_output=True,
                           text=True, timeout=300)
 
 def _wide_csv(path: Path, n: int = 500, assets: int = 5) -> Path:
@@ -104,3 +104,17 @@ def test_bad_model_input(args, message, tmp_path):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], r.stderr
     assert not (tmp_path / "run").exists() and not list(tmp_path.glob(".run*"))
+
+
+def test_panel_sweep_end_to_end(tmp_path):
+    "gpurl_sweep on a panel file: trials on validation bars, the winner's run beside 1/N, its report; single-asset flags refused."
+    cfg = tmp_path / "config.json"
+    cfg.write_text(TINY_PPO)
+    args = ["--algo", "ppo", "--data", _wide_csv(tmp_path / "closes.csv"), *SIZES, "--epochs", "1", "--config", cfg, "--device", "cpu"]
+    r = _run([*args, "--trials", "2", "--markets", "1,2", "--out", "sw"], tmp_path, "gpurl_sweep")
+    assert r.returncode == 2 and "a panel sweep takes no --markets" in r.stderr and not (tmp_path / "sw").exists(), r.stderr
+    r = _run([*args, "--trials", "2", "--out", "sw", "--quiet"], tmp_path, "gpurl_sweep")
+    assert r.returncode == 0, r.stderr
+    res = json.loads((tmp_path / "sw" / "results.json").read_text())
+    assert res["algo"] == "portfolio_ppo" and res["deflated"]["n_trials"] == 2 and "report: " in r.stdout
+    assert json.loads((tmp_path / "sw" / "winner" / "results.json").read_text())["allocators"] == ["equal_weight", "portfolio_ppo"]

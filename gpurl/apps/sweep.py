@@ -6,7 +6,9 @@
 from __future__ import annotations
 from fastcore.script import call_parse
 
-from ..run.resolve import run_console
+from ..run.panelrun import panel_algo
+from ..run.panelsweep import panel_sweep
+from ..run.resolve import UsageError, run_console
 from ..run.sweep import sweep, verdict
 
 # %% auto #0
@@ -15,8 +17,8 @@ __all__ = ['gpurl_sweep']
 # %% ../../nbs/apps/04_sweep.ipynb #eaef15e3
 @call_parse
 def gpurl_sweep(
-    algo: str = None,        # the model to tune: dqn (default), ppo, mlp, ... (gpurl_train's --algo)
-    data: str = None,        # synthetic (default) or PATH.csv / PATH.parquet of OHLCV bars
+    algo: str = None,        # the model to tune: dqn (default), ppo, mlp, ..., portfolio_ppo (gpurl_train's --algo)
+    data: str = None,        # synthetic (default) or PATH.csv / PATH.parquet of OHLCV bars, or a panel (then ppo: portfolio_ppo)
     trials: int = 20,        # N: trials to run in all (over every worker); the winner is deflated by all N
     space: str = None,       # JSON search space: {"lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": true}, ...} (default: the algo's)
     config: str = None,      # JSON of fixed settings the search varies around (gpurl_train's --config)
@@ -39,7 +41,18 @@ def gpurl_sweep(
     quiet: bool = False,     # no progress bars
 ):
     "Tune a model's settings on validation bars with Optuna (TPE, median pruning), re-run the winner on the test folds, deflate it by every trial."
+    def panel() -> None:
+        "A panel model's sweep (`gpurl.run.panelsweep`): the walk-forward flags, --space, --config, --device and --out."
+        refused = [f"--{k}" for k, v in dict(markets=markets, storage=storage, study=study, resume=resume).items() if v is not None]
+        if refused or worker:
+            raise UsageError(f"a panel sweep takes no {', '.join(refused + ['--worker'] * worker)} (single-asset sweeps only, so far): drop them")
+        res = panel_sweep(algo=panel_algo(algo, data), data=data, trials=trials, space=space, config=config, folds=folds,
+                          train_bars=train_bars, val_bars=val_bars, test_bars=test_bars, embargo=embargo, cost_bps=cost_bps,
+                          epochs=epochs, seed=seed, date_col=date_col, device=device, out=out, progress=not quiet)
+        print(f"gpurl_sweep {res['algo']}: best trial {res['best_trial']}, val Sharpe {res['best_val_sharpe']:.2f}\n{res['verdict']}\n"
+              f"winner: {res['winner']['verdict']}\nreport: {res['out']}/report.md")
     def main() -> None:
+        if panel_algo(algo, data) is not None: return panel()
         sw = sweep(algo=algo, data=data, trials=trials, space=space, config=config, storage=storage, study=study, folds=folds,
                    train_bars=train_bars, val_bars=val_bars, test_bars=test_bars, embargo=embargo, cost_bps=cost_bps,
                    epochs=epochs, seed=seed, date_col=date_col, device=device, out=out, resume=resume, worker=worker,

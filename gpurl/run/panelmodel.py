@@ -17,12 +17,12 @@ from safetensors.torch import save_file
 from ..core.config import Config
 from ..core.device import default_device
 from ..data.folds import Fold
-from ..data.panel import build_panel_fold, panel_split
-from ..envs.portfolio import PortfolioConfig
+from ..data.panel import PanelFoldSplits, build_panel_fold, panel_split
+from ..envs.portfolio import PortfolioBacktestResult, PortfolioConfig
 from ..infer.policy import get_model
 from ..seq.crosssection import CrossSectionConfig, evaluate_fold, fit_scorer, topk_dropout_weights
 from ..train.registry import MODELS
-from ..train.walkforward import DriverConfig, validation_deflated_sharpe
+from ..train.walkforward import DriverConfig, FoldResult, validation_deflated_sharpe
 
 # %% auto #0
 __all__ = ['panel_models', 'PanelModel', 'CrossSectionModel']
@@ -62,15 +62,30 @@ class PanelModel:
 
 # %% ../../nbs/run/12_panelmodel.ipynb #7e67b004
 @patch
-def fold_weights(self: PanelModel, features: Tensor, log_returns: Tensor, mask: Tensor, fold: Fold, *, symbols: tuple = (),
-                 checkpoints: str | os.PathLike | None = None) -> tuple[Tensor, dict]:
-    "Train on `fold`'s train split, keep the best val epoch; (test bars, A) float64 weights of its policy and the training record."
+def fit_fold(self: PanelModel, features: Tensor, log_returns: Tensor, mask: Tensor, fold: Fold, *, symbols: tuple = (),
+             checkpoints: str | os.PathLike | None = None) -> tuple[object, PanelFoldSplits, FoldResult]:
+    "A fresh trainer fitted on `fold`'s train split by the driver (best validation epoch kept), the fold's splits and the driver's result."
     dev = default_device() if self.device is None else torch.device(self.device)
     splits = build_panel_fold(features, log_returns, mask, fold, device=dev, symbols=symbols)
     trainer = self.spec.trainer(self.config, splits.train)
     target = None if checkpoints is None else os.path.join(os.fspath(checkpoints), "fold{fold}_{kind}.safetensors")
-    fr = trainer.fit_fold(splits.train, splits.val, target, driver=self.driver, fold=fold.index, progress=self.progress)
-    policy, W = trainer.policy(), self.portfolio.window
+    return trainer, splits, trainer.fit_fold(splits.train, splits.val, target, driver=self.driver, fold=fold.index,
+                                             progress=self.progress)
+
+@patch
+def validate_fold(self: PanelModel, features: Tensor, log_returns: Tensor, mask: Tensor, fold: Fold, *,
+                  symbols: tuple = ()) -> tuple[PortfolioBacktestResult, dict]:
+    "Train on `fold`'s train split; the best policy's backtest on the validation split and the training record (no test bar is used)."
+    trainer, splits, fr = self.fit_fold(features, log_returns, mask, fold, symbols=symbols)
+    val = trainer.policy().backtest(splits.val)
+    return val, _training_record(fr, val)
+
+@patch
+def fold_weights(self: PanelModel, features: Tensor, log_returns: Tensor, mask: Tensor, fold: Fold, *, symbols: tuple = (),
+                 checkpoints: str | os.PathLike | None = None) -> tuple[Tensor, dict]:
+    "Train on `fold`'s train split, keep the best val epoch; (test bars, A) float64 weights of its policy and the training record."
+    trainer, splits, fr = self.fit_fold(features, log_returns, mask, fold, symbols=symbols, checkpoints=checkpoints)
+    dev, policy, W = splits.train.features.device, trainer.policy(), self.portfolio.window
     (a, b), x, r, m = fold.test, *(t.to(dev) for t in (features, log_returns, mask))
     weights = policy.weights_path(panel_split(x, r, m, a - W + 1, b, scaler=splits.scaler, symbols=symbols))[W - 1:]
     return weights.double().cpu(), _training_record(fr, policy.backtest(splits.val))

@@ -36,7 +36,7 @@ __all__ = ['BASELINES', 'BENCHMARK', 'PLANTED', 'PANEL_RUN_FILE', 'PANEL_DEFAULT
            'check_allocators', 'panel_source', 'span_data', 'causal_weights', 'backtest_fold', 'stitched_metrics',
            'excess_metrics', 'verdict', 'fold_output_path', 'save_fold_output', 'load_fold_output', 'run_panel',
            'results_table', 'training_table', 'ic_lines', 'plot_equity', 'best_allocator', 'plot_weights', 'panel_algo',
-           'panel_command', 'is_panel_run', 'resume_panel']
+           'panel_model', 'panel_command', 'is_panel_run', 'resume_panel']
 
 # %% ../../nbs/run/11_panelrun.ipynb #4a575559
 BASELINES = ("equal_weight", "buy_and_hold", "min_variance", "max_sharpe")
@@ -184,7 +184,8 @@ def _summaries(panel: Panel, names: tuple, folds: list[Fold], runs: list[dict], 
         ex = excess_metrics(stitched[n], stitched[BENCHMARK], ppy, n_resamples=n_resamples, seed=seed)
         overall[n] = {**stitched_metrics([run[n] for run in runs], n_resamples=n_resamples, seed=seed), **ex, "verdict": verdict(ex)}
     data = dict(n_bars=len(panel), n_assets=panel.n_assets, symbols=list(panel.symbols), first=date(0), last=date(len(panel) - 1))
-    return dict(data=data, allocators=list(names), folds=per_fold, overall=overall)
+    returns = {n: r.tolist() for n, r in stitched.items()}     # bar by bar over the stitched test bars: for tear sheets, deflation
+    return dict(data=data, allocators=list(names), folds=per_fold, overall=overall, returns=returns)
 
 def _check_model(model, config, train_bars: int, val_bars: int) -> PortfolioConfig:
     "The run's PortfolioConfig: `config`, or the model's own (it is scored with the costs it trained under); checks both."
@@ -374,7 +375,7 @@ def panel_algo(algo: str | None, data) -> str | None:
     if panel and algo == "ppo": return "portfolio_ppo"
     return algo if panel and algo in sequence_models() else None
 
-def _panel_model(algo: str, flags: dict) -> PanelModel | CrossSectionModel:
+def panel_model(algo: str, flags: dict) -> PanelModel | CrossSectionModel:
     "The model of the flags: a panel model (its small defaults, --config over them and its 'driver' section, --epochs) or a scorer."
     check_arg("epochs", flags.get("epochs"), (int, None), 1); check_arg("device", flags.get("device"), (str, None))
     cost, epochs, common = flags.get("cost_bps"), flags.get("epochs"), dict(device=flags.get("device"), progress=flags.get("progress", True))
@@ -418,7 +419,7 @@ def panel_command(**flags) -> dict:
     for k in PANEL_DEFAULTS: check_arg(k, flags.get(k), (int, None), 0)
     check_arg("cost_bps", flags.get("cost_bps"), (float, None), 0); check_arg("seed", flags.get("seed"), (int, None), 0)
     data, cost = flags.get("data"), flags.get("cost_bps")
-    model = None if algo == "baselines" else _panel_model(algo, flags)
+    model = None if algo == "baselines" else panel_model(algo, flags)
     config = None if model is not None else PortfolioConfig() if cost is None else PortfolioConfig(cost_bps=float(cost))
     res = run_panel(None if data in (None, "synthetic", SYNTHETIC_PANEL) else data, flags.get("out"), model=model, config=config,
                     seed=flags.get("seed") or 0, date_col=flags.get("date_col"),

@@ -60,6 +60,11 @@ DEFAULT_SPACES = {
             "hidden": {"type": "categorical", "choices": [[16, 16], [32, 32], [64, 64]]},
             "batch_size": {"type": "categorical", "choices": [32, 64, 128]},
             "env.window": {"type": "int", "low": 1, "high": 8}},
+    "portfolio_ppo": {"lr": {"type": "float", "low": 3e-4, "high": 3e-3, "log": True},
+                      "gamma": {"type": "float", "low": 0.5, "high": 0.95},
+                      "trade_rate": {"type": "float", "low": 0.05, "high": 1.0, "log": True},   # slow rebalancing .. trading to the aim
+                      "init_concentration": {"type": "float", "low": 1.0, "high": 20.0, "log": True},
+                      "hidden": {"type": "categorical", "choices": [8, 16, 32]}},
 }
 
 # %% ../../nbs/run/07_space.ipynb #5bd9d039
