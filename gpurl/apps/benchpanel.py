@@ -141,7 +141,8 @@ def bench_portfolio_ppo(b: Bench) -> None:
         raise SkipCase("stable-baselines3 is not installed: pip install 'gpurl[peers]'")
     A, T = 30, b.size(400, 2_520)
     panel = synthetic_panel(T, A, seed=0)
-    data, cpu_data = whole_panel(panel, b.device), whole_panel(panel, "cpu")
+    data = whole_panel(panel, b.device)
+    cpu_data = whole_panel(panel, "cpu") if b.cuda else data                # SB3's CPU row, beside its CUDA row
     for n in b.size((64,), (1_024, 4_096)):
         cfg = PortfolioPpoConfig(n_envs=n, iterations_per_epoch=1)
         shape = dict(n_envs=n, assets=A, n_steps=cfg.n_steps, minibatches=cfg.num_minibatches, update_epochs=cfg.update_epochs)

@@ -25,7 +25,7 @@ from ..infer.policy import get_model
 from .panelmodel import CrossSectionModel, PanelModel, panel_models
 from .report import markdown_table
 from .resolve import UsageError, check_arg, flag_name, read_config_json
-from .resume import ResumePoint, set_aside
+from .resume import set_aside_file
 from .rundir import panel_fingerprint, run_folds
 from .runner import new_run_dir
 from ..seq.crosssection import CrossSectionConfig, sequence_models
@@ -35,8 +35,8 @@ from ..train.walkforward import DriverConfig
 __all__ = ['BASELINES', 'BENCHMARK', 'PLANTED', 'PANEL_RUN_FILE', 'PANEL_DEFAULTS', 'PANEL_EPOCHS', 'SYNTHETIC_PANEL',
            'check_allocators', 'panel_source', 'span_data', 'causal_weights', 'backtest_fold', 'stitched_metrics',
            'excess_metrics', 'verdict', 'fold_output_path', 'save_fold_output', 'load_fold_output', 'run_panel',
-           'results_table', 'training_table', 'ic_lines', 'plot_equity', 'best_allocator', 'plot_weights', 'panel_algo',
-           'panel_model', 'panel_command', 'is_panel_run', 'resume_panel']
+           'results_table', 'training_table', 'ic_lines', 'plot_equity', 'best_allocator', 'plot_weights', 'panel_data',
+           'panel_algo', 'panel_model', 'panel_command', 'is_panel_run', 'check_panel_run', 'resume_panel']
 
 # %% ../../nbs/run/11_panelrun.ipynb #4a575559
 BASELINES = ("equal_weight", "buy_and_hold", "min_variance", "max_sharpe")
@@ -139,7 +139,7 @@ def load_fold_output(run_dir: str | os.PathLike, k: int) -> tuple[Tensor, dict] 
     try:
         with safetensors.safe_open(path, "pt") as f: return f.get_tensor("weights"), json.loads(f.metadata()["record"])
     except (OSError, ValueError, KeyError, TypeError, safetensors.SafetensorError) as e:
-        set_aside(ResumePoint(k, None, [(path, f"{type(e).__name__}: {e}")]))
+        set_aside_file(path, f"{type(e).__name__}: {e}")
         return None
 
 # %% ../../nbs/run/11_panelrun.ipynb #cc80a274
@@ -368,6 +368,10 @@ _MODEL_FLAGS = ("config", "epochs", "device")                 # what a trained p
 
 SYNTHETIC_PANEL = "synthetic_panel"                          # --data: the synthetic panel, for any panel algo
 
+def panel_data(data) -> str | os.PathLike | None:
+    "`--data` as `run_panel`'s source: None (the synthetic panel) for none, 'synthetic' or 'synthetic_panel', else the path."
+    return None if data in (None, "synthetic", SYNTHETIC_PANEL) else data
+
 def panel_algo(algo: str | None, data) -> str | None:
     "What `gpurl_train --algo algo --data data` runs on a panel: 'baselines', a panel model, a scorer's name, or None (one asset)."
     if algo == "baselines" or algo in panel_models(): return algo
@@ -397,7 +401,7 @@ def panel_model(algo: str, flags: dict) -> PanelModel | CrossSectionModel:
 
 def _resume_command(resume, flags: dict) -> dict:
     "`gpurl_train --resume RUN_DIR` of a panel run: only --device, --summary and --progress may come with it."
-    if not is_panel_run(resume): raise UsageError(f"--resume {resume}: not a panel run directory (it holds no {PANEL_RUN_FILE})")
+    check_panel_run(resume)
     extra = [flag_name(k) for k, v in flags.items() if k not in ("resume", "device", "summary", "progress") and v is not None]
     if extra: raise UsageError(f"--resume {resume} continues that panel run with the settings in its {PANEL_RUN_FILE}: "
                                f"drop {', '.join(extra)}")
@@ -421,7 +425,7 @@ def panel_command(**flags) -> dict:
     data, cost = flags.get("data"), flags.get("cost_bps")
     model = None if algo == "baselines" else panel_model(algo, flags)
     config = None if model is not None else PortfolioConfig() if cost is None else PortfolioConfig(cost_bps=float(cost))
-    res = run_panel(None if data in (None, "synthetic", SYNTHETIC_PANEL) else data, flags.get("out"), model=model, config=config,
+    res = run_panel(panel_data(data), flags.get("out"), model=model, config=config,
                     seed=flags.get("seed") or 0, date_col=flags.get("date_col"),
                     **{k: v if flags.get(k) is None else flags[k] for k, v in PANEL_DEFAULTS.items()})
     if flags.get("summary", True): print(f"{results_table(res)}\n\nwritten to {res['out']}")
@@ -431,6 +435,11 @@ def panel_command(**flags) -> dict:
 def is_panel_run(path) -> bool:
     "Whether `path` is a panel run's directory (it holds panel_run.json)."
     return isinstance(path, (str, os.PathLike)) and (Path(path) / PANEL_RUN_FILE).is_file()
+
+def check_panel_run(path) -> Path:
+    "`path` as a Path when it is a panel run's directory; else a UsageError saying it is not."
+    if not is_panel_run(path): raise UsageError(f"--resume {path}: not a panel run directory (it holds no {PANEL_RUN_FILE})")
+    return Path(path)
 
 def _model_from_settings(d: dict, device: str | None, progress: bool) -> PanelModel | CrossSectionModel:
     "The run's model rebuilt from what it recorded (its `to_dict`), on `device`."
@@ -454,8 +463,7 @@ def _resumed_panel(s: dict, source: Panel | None, path: Path) -> Panel:
 def resume_panel(path: str | os.PathLike, *, source: Panel | None = None, device: str | None = None,
                  progress: bool = True) -> dict:
     "Continue the stopped panel run in `path` with its own settings: kept folds are read back, the others trained; a complete run is read back."
-    if not is_panel_run(path): raise UsageError(f"--resume {path}: not a panel run directory (it holds no {PANEL_RUN_FILE})")
-    run_dir = Path(path)
+    run_dir = check_panel_run(path)
     s = json.loads((run_dir / PANEL_RUN_FILE).read_text())
     if (run_dir / "results.json").is_file(): return {**json.loads((run_dir / "results.json").read_text()), "out": str(run_dir)}
     panel = _resumed_panel(s, source, run_dir)

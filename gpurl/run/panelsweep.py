@@ -18,9 +18,11 @@ from ..core.metrics import sharpe_ratio
 from ..data.folds import Fold
 from ..data.panel import Panel, make_panel_features, panel_log_returns
 from .panelmodel import PanelModel, panel_models
-from .panelrun import PANEL_DEFAULTS, SYNTHETIC_PANEL, panel_model, panel_source, run_panel
+from .panelrun import PANEL_DEFAULTS, panel_data, panel_model, panel_source, run_panel
+from .report import markdown_table
 from .resolve import UsageError, check_arg, read_config_json
 from .rundir import run_folds, write_json
+from .runner import new_run_dir
 from .space import check_space, read_space, suggest
 from .sweep import deflate_trials, plot_history, trials_frame, verdict
 
@@ -70,15 +72,15 @@ def _write_report(path: Path, study, res: dict) -> None:
     (path / "plots").mkdir(exist_ok=True)
     plot_history(study).savefig(path / "plots" / "history.png", dpi=110)
     tf = trials_frame(study).dropna(axis=1, how="all").reset_index()
-    rows = ["| " + " | ".join(map(str, tf.columns)) + " |", "|" + "---|" * len(tf.columns)]
-    rows += ["| " + " | ".join(f"{v:.3g}" if isinstance(v, float) else str(v) for v in row) + " |" for row in tf.itertuples(index=False)]
+    table = markdown_table([[f"{v:.3g}" if isinstance(v, float) else v for v in row] for row in tf.itertuples(index=False)],
+                           list(map(str, tf.columns)))
     w = res["winner"]
     text = (f"# Panel sweep of {res['algo']}\n\n**{res['verdict']}.**\n\n"
             f"- {res['trials']} trials, TPE sampler (seed {res['seed']}), each scored by its stitched validation Sharpe; "
             f"best: trial {res['best_trial']}, validation Sharpe {res['best_val_sharpe']:.2f}, settings in `best.json`\n"
             f"- the winner on the test folds (`winner/`, never used to choose): Sharpe {w['sharpe']:.2f}, excess over 1/N "
             f"{w['excess_sharpe']:+.2f} [{w['excess_low']:+.2f}, {w['excess_high']:+.2f}]: {w['verdict']}\n\n"
-            "![history](plots/history.png)\n\n## Trials\n\n" + "\n".join(rows) + "\n")
+            "![history](plots/history.png)\n\n## Trials\n\n" + table + "\n")
     atomic_write_bytes(path / "report.md", text.encode())
 
 # %% ../../nbs/run/13_panelsweep.ipynb #78f39c52
@@ -93,14 +95,13 @@ def panel_sweep(algo: str = "portfolio_ppo", data: str | os.PathLike | None = No
     sizes = {k: PANEL_DEFAULTS[k] if v is None else v for k, v in
              dict(folds=folds, train_bars=train_bars, val_bars=val_bars, test_bars=test_bars, embargo=embargo).items()}
     for k, v in sizes.items(): check_arg(k, v, (int,), 0)
-    source, seed = None if data in (None, "synthetic", SYNTHETIC_PANEL) else data, seed or 0
+    source, seed = panel_data(data), seed or 0
     flags = dict(epochs=epochs, device=device)
     try:
         panel, _ = panel_source(source, date_col=date_col, seed=seed)
         fs = run_folds(len(panel), sizes["train_bars"], sizes["val_bars"], sizes["test_bars"], sizes["embargo"], sizes["folds"])
     except (ValueError, TypeError) as e: raise UsageError(str(e)) from None
-    path = Path("sweeps") / f"{algo}-{time.strftime('%Y%m%d-%H%M%S')}" if out is None else Path(out)
-    if path.exists() and any(path.iterdir()): raise UsageError(f"--out {path} already exists and is not empty: pick a new directory")
+    path = new_run_dir(algo, Path("sweeps") / f"{algo}-{time.strftime('%Y%m%d-%H%M%S')}" if out is None else out, resumable=False)
     panel_model(algo, {**flags, "config": base})                              # the base settings train: checked before the trials
     study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed))
     for _ in tqdm(range(trials), desc=f"sweep {algo}", unit="trial", disable=not progress, dynamic_ncols=True):

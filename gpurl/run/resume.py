@@ -15,7 +15,8 @@ from ..train.walkforward import FoldResult
 from .rundir import read_jsonl
 
 # %% auto #0
-__all__ = ['last_state_epochs', 'remove_orphans', 'truncate_metrics', 'ResumePoint', 'resume_point', 'set_aside']
+__all__ = ['last_state_epochs', 'remove_orphans', 'truncate_metrics', 'ResumePoint', 'resume_point', 'set_aside_file',
+           'set_aside']
 
 # %% ../../nbs/run/04_resume.ipynb #7cd43a8b
 def last_state_epochs(path: Path | None) -> int:
@@ -90,11 +91,13 @@ def resume_point(run_dir: Path, n_folds: int) -> ResumePoint:
     return ResumePoint(done, None, aside + [(state, why)]) if why else ResumePoint(done, state, aside)
 
 # %% ../../nbs/run/04_resume.ipynb #ebec782d
+def set_aside_file(path: Path, why: str) -> None:
+    "Rename an unusable file to NAME.corrupt (never overwriting one) and say that this run rebuilds it."
+    dest, i = path.with_name(path.name + ".corrupt"), 1
+    while dest.exists(): i += 1; dest = path.with_name(f"{path.name}.corrupt{i}")
+    path.rename(dest)
+    print(f"gpurl_train: --resume: {path} cannot be used ({why}); kept as {dest.name}, rebuilt by this run", file=sys.stderr)
+
 def set_aside(point: ResumePoint) -> None:
-    "Rename the unusable files to NAME.corrupt (never overwriting one) and say what is rebuilt."
-    for path, why in point.set_aside:
-        dest, i = path.with_name(path.name + ".corrupt"), 1
-        while dest.exists(): i += 1; dest = path.with_name(f"{path.name}.corrupt{i}")
-        path.rename(dest)
-        print(f"gpurl_train: --resume: {path} cannot be used ({why}); kept as {dest.name}, rebuilt by this run",
-              file=sys.stderr)
+    "Set aside (`set_aside_file`) every file of `point` that cannot be used."
+    for path, why in point.set_aside: set_aside_file(path, why)
