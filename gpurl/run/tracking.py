@@ -4,15 +4,16 @@
 
 # %% ../../nbs/run/10_tracking.ipynb #a95f299d
 from __future__ import annotations
-import importlib.util, json, math, os, queue, threading, time
+import importlib.util, json, math, multiprocessing, os, queue, signal, time
+from functools import partial
 from pathlib import Path
 from typing import Callable, Mapping
 
 from ..core.files import atomic_write_bytes
 
 # %% auto #0
-__all__ = ['TRACKERS', 'FLUSH_S', 'check_tracking', 'flat_params', 'TensorBoardBackend', 'MlflowBackend', 'Tracker',
-           'open_tracker']
+__all__ = ['TRACKERS', 'FLUSH_S', 'OPEN_TIMEOUT_S', 'check_tracking', 'flat_params', 'TensorBoardBackend', 'MlflowBackend',
+           'Tracker', 'open_tracker']
 
 # %% ../../nbs/run/10_tracking.ipynb #aef917b9
 TRACKERS = {"none": None, "tensorboard": "tensorboard", "mlflow": "mlflow"}   # --log backend -> the package it needs
@@ -96,74 +97,103 @@ class MlflowBackend:
 
 # %% ../../nbs/run/10_tracking.ipynb #ffa8c10c
 FLUSH_S = 5.0                 # how often a tracker's worker sends the rows it has collected: one backend call each
+OPEN_TIMEOUT_S = 120.0        # how long opening waits for the worker process to import its backend and report in
+
+def _serve(make_backend: Callable[[], object], jobs, replies, flush_s: float) -> None:
+    "The tracker process: build the backend, send collected scalars at most every `flush_s` s, run other jobs in order, report."
+    busy, error, rows, backend = 0.0, None, [], None
+    def run(call: Callable[[], None]) -> None:
+        nonlocal busy, error
+        t0 = time.process_time()
+        if error is None:
+            try: call()
+            except Exception as e: error = f"{type(e).__name__}: {e}"
+        busy += time.process_time() - t0
+    def flush() -> None:
+        nonlocal rows
+        batch, rows = rows, []
+        if batch: run(lambda: backend.scalars(batch))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)           # Ctrl-C stops training; the worker still sends what is queued
+    try: backend = make_backend()
+    except Exception as e:
+        replies.put(("failed", f"{type(e).__name__}: {e}")); return
+    replies.put(("ready", {"run_id": getattr(backend, "run_id", None)}))
+    last = time.monotonic()
+    while True:
+        try: job = jobs.get(timeout=max(flush_s - (time.monotonic() - last), 0.0))
+        except queue.Empty: job = ("tick",)
+        kind = job[0]
+        if kind == "scalars": rows += job[1]
+        if kind in ("params", "image", "close") or time.monotonic() - last >= flush_s: flush(); last = time.monotonic()
+        if kind == "params": run(lambda: backend.params(job[1]))
+        if kind == "image": run(lambda: backend.image(job[1], Path(job[2])))
+        if kind == "close":
+            try: backend.close(job[1] and error is None)
+            except Exception as e: error = error or f"{type(e).__name__}: {e}"
+            replies.put(("closed", busy, error)); return
 
 class Tracker:
-    "A tracking backend fed from a queue by a worker thread: the training thread only enqueues; scalars go out in batches."
-    def __init__(self, backend, flush_s: float = FLUSH_S):
-        self.backend, self.flush_s, self.error, self.busy_s = backend, flush_s, None, 0.0
-        self._q, self._rows = queue.Queue(), []
-        self._thread = threading.Thread(target=self._work, name="gpurl-tracker", daemon=True)
-        self._thread.start()
+    "A tracking backend run by a worker process fed from a queue: training only enqueues; scalars go out in batches."
+    def __init__(self, make_backend: Callable[[], object], flush_s: float = FLUSH_S):
+        ctx = multiprocessing.get_context("spawn")          # no fork of a process that holds CUDA and threads
+        self.flush_s, self.busy_s, self.error, self._closed = flush_s, 0.0, None, False
+        self._jobs, self._replies = ctx.Queue(), ctx.Queue()
+        self._proc = ctx.Process(target=_serve, args=(make_backend, self._jobs, self._replies, flush_s),
+                                 name="gpurl-tracker", daemon=True)
+        self._proc.start()
+        kind, info = self._reply(OPEN_TIMEOUT_S)
+        if kind != "ready":
+            self._proc.join()
+            raise RuntimeError(f"the tracker could not open its backend: {info}")
+        self.run_id = info["run_id"]
 
-    def _run(self, job: Callable[[], None]) -> None:
-        "Run one backend call on the worker, counting its thread CPU time (`busy_s`) and keeping the first error."
-        t0 = time.thread_time()
-        if self.error is None:
-            try: job()
-            except Exception as e: self.error = e
-        self.busy_s += time.thread_time() - t0
-
-    def _flush(self) -> None:
-        rows, self._rows = self._rows, []
-        if rows: self._run(lambda: self.backend.scalars(rows))
-
-    def _work(self) -> None:
-        "Collect scalars and send them at most every `flush_s` seconds (one backend call, one database transaction)."
-        last = time.monotonic()
+    def _reply(self, timeout: float) -> tuple:
+        "The worker's next report; a RuntimeError if it ended without one (killed, or crashed in the interpreter)."
+        deadline = time.monotonic() + timeout
         while True:
-            try: job = self._q.get(timeout=max(self.flush_s - (time.monotonic() - last), 0.0))
-            except queue.Empty: job = ()
-            if isinstance(job, list): self._rows += job
-            if job is None or callable(job) or time.monotonic() - last >= self.flush_s:
-                self._flush(); last = time.monotonic()
-            if callable(job): self._run(job)
-            if job is None: return
+            try: return self._replies.get(timeout=0.2)
+            except queue.Empty:
+                if not self._proc.is_alive() and self._replies.empty():
+                    raise RuntimeError(f"the tracker process ended (exit code {self._proc.exitcode}) without reporting") from None
+                if time.monotonic() > deadline: raise RuntimeError(f"the tracker process did not report in {timeout:g} s") from None
 
     def log_row(self, row: Mapping) -> None:
         "One metrics.jsonl row as scalars `fold{k}/{name}` at step `epoch` (queued)."
         fold, epoch = row["fold"], int(row["epoch"])
         rows = [(f"fold{fold}/{k}", float(v), epoch) for k, v in row.items()
                 if k not in ("fold", "epoch") and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
-        self._q.put(rows)
+        self._jobs.put(("scalars", rows))
 
     def log_params(self, settings: Mapping) -> None:
         "The run's settings, flattened (`flat_params`), as hyperparameters (queued)."
-        params = flat_params(settings)
-        self._q.put(lambda: self.backend.params(params))
+        self._jobs.put(("params", flat_params(settings)))
 
     def log_images(self, paths: list[Path]) -> None:
         "PNG files as images tagged by their stem (queued)."
-        for p in paths: self._q.put(lambda p=p: self.backend.image(f"plots/{Path(p).stem}", Path(p)))
+        for p in paths: self._jobs.put(("image", f"plots/{Path(p).stem}", str(p)))
 
     def close(self, ok: bool = True) -> None:
-        "Write everything queued, close the backend; the first error the worker met is raised here."
-        self._q.put(None); self._thread.join()
-        self.backend.close(ok and self.error is None)
-        if self.error is not None: raise RuntimeError(f"the tracker failed: {type(self.error).__name__}: {self.error}") from self.error
+        "Send everything queued, close the backend, end the worker; the first error the worker met is raised here (once)."
+        if self._closed: return
+        self._closed = True
+        self._jobs.put(("close", ok))
+        _, self.busy_s, self.error = self._reply(float("inf"))
+        self._proc.join()
+        if self.error is not None: raise RuntimeError(f"the tracker failed: {self.error}")
 
 # %% ../../nbs/run/10_tracking.ipynb #462ffa60
-def open_tracker(log: str, log_dir: str | os.PathLike | None, run_dir: Path) -> Tracker | None:
+def open_tracker(log: str, log_dir: str | os.PathLike | None, run_dir: Path, *, flush_s: float = FLUSH_S) -> Tracker | None:
     "The tracker of a run (None for --log none): TensorBoard or MLflow at `log_dir` or in the run directory."
     check_tracking(log, log_dir)
     if log == "none": return None
     where = Path(log_dir) if log_dir is not None else run_dir / log
-    if log == "tensorboard": return Tracker(TensorBoardBackend(where))
+    if log == "tensorboard": return Tracker(partial(TensorBoardBackend, where), flush_s)
     kept = run_dir / "tracking.json"
     run_id = json.loads(kept.read_text()).get("mlflow_run_id") if kept.is_file() else None
     if log_dir is None and os.environ.get("MLFLOW_TRACKING_URI"): uri, artifacts = os.environ["MLFLOW_TRACKING_URI"], None
     else:
         where.mkdir(parents=True, exist_ok=True)
         uri, artifacts = f"sqlite:///{where.resolve() / 'mlflow.db'}", (where.resolve() / "artifacts").as_uri()
-    backend = MlflowBackend(uri, run_dir.name, run_id, artifacts)
-    atomic_write_bytes(kept, json.dumps({"mlflow_run_id": backend.run_id, "mlflow_tracking_uri": uri}).encode())
-    return Tracker(backend)
+    tracker = Tracker(partial(MlflowBackend, uri, run_dir.name, run_id, artifacts), flush_s)
+    atomic_write_bytes(kept, json.dumps({"mlflow_run_id": tracker.run_id, "mlflow_tracking_uri": uri}).encode())
+    return tracker
