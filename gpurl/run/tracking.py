@@ -136,7 +136,7 @@ class Tracker:
     "A tracking backend run by a worker process fed from a queue: training only enqueues; scalars go out in batches."
     def __init__(self, make_backend: Callable[[], object], flush_s: float = FLUSH_S):
         ctx = multiprocessing.get_context("spawn")          # no fork of a process that holds CUDA and threads
-        self.flush_s, self.busy_s, self.error, self._closed = flush_s, 0.0, None, False
+        self.busy_s, self.error, self._closed = 0.0, None, False   # busy_s and error: the worker's, read at close
         self._jobs, self._replies = ctx.Queue(), ctx.Queue()
         self._proc = ctx.Process(target=_serve, args=(make_backend, self._jobs, self._replies, flush_s),
                                  name="gpurl-tracker", daemon=True)
