@@ -1,6 +1,6 @@
 """The docs home's seed map and the benchmarks page against what they describe: every public name the map lists
 imports, every notebook it links exists and is linked to its docs page, the README carries the map's current table, and the committed benchmarks
-page is exactly the page `gpurl_benchpage` writes from the committed records."""
+page is exactly the page `gpurl_benchpage` writes from the committed records, and the README's CPU time is the committed CPU record."""
 import subprocess, sys
 from pathlib import Path
 
@@ -44,3 +44,11 @@ def test_the_command_regenerates_the_page(tmp_path):
                        timeout=300, cwd=tmp_path, env=script_env())
     assert r.returncode == 0, r.stderr[-3000:]
     assert (tmp_path / "benchmarks.ipynb").read_text() == (ROOT / "nbs" / "benchmarks.ipynb").read_text()
+
+def test_readme_cpu_figures_are_the_cpu_record():
+    "The README's CPU time of the default run is the median of the committed CPU record (`gpurl_bench --device cpu --cases default_run`)."
+    records = {r.name: r for r in Results.load(ROOT / "nbs" / "benchmarks" / "cpu.json").records}
+    cpu, wall = records["default run, CPU time"], records["default run, wall time"]
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"it took {cpu.median:.0f} s of CPU time and {wall.median:.0f} s of wall time" in readme
+    assert f"torch {cpu.torch.split('+')[0]}, {cpu.date}" in readme and "`gpurl_bench --device cpu --cases default_run`" in readme

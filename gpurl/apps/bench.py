@@ -4,12 +4,11 @@
 
 # %% ../../nbs/apps/01_bench.ipynb #49c6230f
 from __future__ import annotations
-import functools, importlib, itertools, math, statistics, tempfile, time, warnings
-from contextlib import nullcontext
+import functools, importlib, itertools, math, os, statistics, subprocess, sys, tempfile, time
+from contextlib import closing, nullcontext
 from pathlib import Path
 from typing import Callable, Sequence
 import numpy as np
-import pandas as pd
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
@@ -20,7 +19,7 @@ from ..core.precision import MixedPrecisionConfig
 from ..core.graphs import capture_graph
 from ..core.device import default_device
 from ..core.timing import CASES, PRECISIONS, Bench, Case, Results, SkipCase, case, time_calls
-from ..data.bars import CALENDAR_COLUMNS, make_features, synthetic_market
+from ..data.bars import make_features, synthetic_market
 from ..data.folds import FoldData, FoldSplits, build_fold, walk_forward_folds
 from ..data.lob import lob_fold, lob_labels, synthetic_lob
 from ..core.metrics import (calmar_ratio, deflated_sharpe_ratio, hit_rate, max_drawdown, probabilistic_sharpe_ratio, sharpe_ratio, sortino_ratio, turnover)
@@ -37,16 +36,17 @@ from ..infer.policy import get_model
 from ..run.rundir import RunData
 from ..systems.distributed import Worker, data_parallel
 from ..run.resolve import UsageError, run_console
+from .peers import DcpWriter, installed, mamba_chunk_scan, ncps_step, tft_step, vmap_ensemble
 from .benchpanel import bench_portfolio_env, bench_portfolio_ppo   # registers the cases portfolio_env, portfolio_ppo
 _all_ = ["CASES", "case"]
 
 # %% auto #0
-__all__ = ['HEADS', 'SEQUENCE_MODELS', 'WIDTH_SWEEPS', 'PEERS', 'run', 'synthetic_splits', 'NaiveBatchedEnv', 'dqn_config',
-           'ppo_config', 'filled_replay', 'queue_gpu_work', 'bench_checkpoint', 'bench_checkpoint_loop',
+__all__ = ['HEADS', 'SEQUENCE_MODELS', 'WIDTH_SWEEPS', 'PEERS', 'FRESH_INPUT_BYTES', 'run', 'synthetic_splits', 'NaiveBatchedEnv',
+           'dqn_config', 'ppo_config', 'filled_replay', 'queue_gpu_work', 'bench_checkpoint', 'bench_checkpoint_loop',
            'bench_env_step', 'bench_vec_env', 'bench_collection', 'bench_rainbow_update', 'bench_dqn', 'bench_ppo',
-           'sequence_config', 'ncps_peer', 'tft_peer', 'train_step_rows', 'bench_sequence_model', 'bench_ssd',
-           'bench_ensemble', 'bench_distributed', 'bench_features', 'bench_lob_labels', 'validation_metrics_of',
-           'bench_metrics', 'bench_amp_crossover', 'gpurl_bench', 'CASES', 'case']
+           'sequence_config', 'train_step_rows', 'bench_sequence_model', 'bench_ssd', 'fresh_inputs', 'bench_ensemble',
+           'bench_distributed', 'bench_features', 'bench_lob_labels', 'validation_metrics_of', 'bench_metrics',
+           'bench_default_run', 'bench_amp_crossover', 'gpurl_bench', 'CASES', 'case']
 
 # %% ../../nbs/apps/01_bench.ipynb #a44849b1
 def _choose(value: str | Sequence[str] | None, allowed: Sequence[str], flag: str) -> list[str]:
@@ -165,20 +165,22 @@ def queue_gpu_work(device: torch.device, ms: float = 100.0) -> Callable[[], None
 
 @case("checkpoint")
 def bench_checkpoint(b: Bench) -> None:
-    "The training loop's stall per checkpoint (ms blocked): snapshot + async writer vs per-tensor .cpu() + save_file."
+    "A checkpoint behind queued GPU work (ms, host clock): the training loop's stall and the time to a durable file, gpurl's snapshot + async writer against DCP async_save and per-tensor .cpu() + save_file (naive)."
     busy = queue_gpu_work(b.device) if b.cuda else None
-    with tempfile.TemporaryDirectory() as d, AsyncCheckpointer() as ck:
+    with tempfile.TemporaryDirectory() as d, AsyncCheckpointer() as ck, closing(DcpWriter(b.cuda)) as dcp:
         for mb in b.size((4,), (52, 208, 832)):
             rows = max(1, round(mb * 1e6 / 26 / 4096))
             tensors = {f"layers.{i}.weight": torch.randn(rows, 1024, device=b.device) for i in range(26)}
             ring, shape = SnapshotRing(slots=2), {"MB": round(26 * rows * 4096 / 1e6), "tensors": 26}
-            b.measure("checkpoint stall", "naive .cpu() + save_file",
-                      lambda: save_file({k: v.cpu() for k, v in tensors.items()}, f"{d}/naive.safetensors"),
-                      shape=shape, unit="ms", baseline=True, host=True, before=busy, after=b.sync)
-            rec = b.measure("checkpoint stall", "gpurl snapshot + async writer",
-                            lambda: ck.submit(snapshot_model_to_pinned(tensors, {"kind": "best"}, ring=ring), f"{d}/{{kind}}.safetensors"),
-                            shape=shape, unit="ms", host=True, before=busy, after=lambda: (b.sync(), ck.drain()))
+            snap = lambda: ck.submit(snapshot_model_to_pinned(tensors, {"kind": "best"}, ring=ring), f"{d}/{{kind}}.safetensors")
+            timed = functools.partial(b.measure, shape=shape, unit="ms", host=True, before=busy, **b.peer_timing)
+            timed("checkpoint stall", "naive .cpu() + save_file", lambda: save_file({k: v.cpu() for k, v in tensors.items()},
+                  f"{d}/naive.safetensors"), after=b.sync, baseline=True, role="naive")
+            rec = timed("checkpoint stall", "gpurl snapshot + async writer", snap, after=lambda: (b.sync(), ck.drain()))
             if b.cuda: rec.note = f"ring: {ring.host_bytes / 1e6:.0f} MB pinned host memory"
+            timed("checkpoint stall", dcp.how, lambda: dcp.save(tensors, f"{d}/dcp"), after=lambda: (b.sync(), dcp.wait()), role="peer")
+            timed("checkpoint to a durable file", dcp.how, lambda: (dcp.save(tensors, f"{d}/dcp"), dcp.wait()), role="peer", baseline=True)
+            timed("checkpoint to a durable file", "gpurl snapshot + async writer", lambda: snap().result())
             del tensors, ring
 
 # %% ../../nbs/apps/01_bench.ipynb #fb229eb6
@@ -194,18 +196,21 @@ def bench_checkpoint_loop(b: Bench) -> None:
         torch._foreach_add_(params, grads, alpha=-1e-6)
     n_steps = b.size(2, max(1, round(1.0 / statistics.median(time_calls(work, b.device, repeats=3)))))   # ~1 s epochs on a GPU
     shape = dict(MB=round(26 * rows * 4096 / 1e6), epochs=epochs, steps_per_epoch=n_steps)
-    with tempfile.TemporaryDirectory() as d, AsyncCheckpointer() as ck:
-        def loop(checkpoint: bool) -> None:
+    named = {f"p{i}": p for i, p in enumerate(params)}
+    with tempfile.TemporaryDirectory() as d, AsyncCheckpointer() as ck, closing(DcpWriter(b.cuda)) as dcp:
+        writers = {"no checkpoints": None,
+                   "a best checkpoint every epoch": lambda ep, metric: ck.submit(snapshot_model_to_pinned(
+                       named, {"kind": "best", "epoch": ep, "val_sharpe": metric}, ring=ring), f"{d}/loop_{{kind}}.safetensors"),
+                   f"{dcp.how} every epoch": lambda ep, metric: dcp.save(named, f"{d}/loop_dcp")}
+        def loop(checkpoint: Callable[[int, float], object] | None) -> None:
             for ep in range(epochs):
                 for _ in range(n_steps): work()
                 metric = params[0][0, 0].item()                             # the epoch's validation read
-                if checkpoint:
-                    snap = snapshot_model_to_pinned({f"p{i}": p for i, p in enumerate(params)},
-                                                    {"kind": "best", "epoch": ep, "val_sharpe": metric}, ring=ring)
-                    ck.submit(snap, f"{d}/loop_{{kind}}.safetensors")
-        for variant, ckpt in (("no checkpoints", False), ("a best checkpoint every epoch", True)):
-            b.measure("training loop", variant, functools.partial(loop, ckpt), shape=shape, work=epochs, unit="s",
-                      baseline=not ckpt, repeats=3, after=ck.drain)
+                if checkpoint is not None: checkpoint(ep, metric)
+        for variant, write in writers.items():
+            b.measure("training loop", variant, functools.partial(loop, write), shape=shape, work=epochs, unit="s",
+                      baseline=write is None, role="peer" if variant.startswith("DCP") else "gpurl", repeats=3,
+                      after=lambda: (ck.drain(), dcp.wait()))
 
 # %% ../../nbs/apps/01_bench.ipynb #b86e538b
 @case("env_step")
@@ -218,7 +223,7 @@ def bench_env_step(b: Bench) -> None:
         def timed(variant: str, step: Callable[[], object], **kw) -> None:
             b.measure("env step", variant, step, shape=shape, work=n * K, unit="env-steps/s", **kw)
         naive = NaiveBatchedEnv(data, n, W)
-        timed("naive batched, eager", lambda: [naive.step(a) for a in acts], baseline=True)
+        timed("naive batched, eager", lambda: [naive.step(a) for a in acts], baseline=True, role="naive")
         del naive
         env = TradingEnv(data, n, window=W, compile=False)
         timed("gpurl, eager", lambda: [env.step(a) for a in acts])
@@ -241,7 +246,7 @@ def bench_vec_env(b: Bench) -> None:
         acts, shape = np.random.default_rng(0).integers(0, 3, (K, n)), dict(n_envs=n, window=cfg.window, steps=K)
         timed = functools.partial(b.measure, "vec env step", shape=shape, work=n * K, unit="env-steps/s", repeats=3)
         envs = dummy_vec_env([lambda: GymTradingEnv(data, cfg)] * n); envs.reset()
-        timed("SB3 DummyVecEnv of GymTradingEnv", lambda: [envs.step(a) for a in acts], baseline=True)
+        timed("SB3 DummyVecEnv of GymTradingEnv", lambda: [envs.step(a) for a in acts], baseline=True, role="peer")
         envs = TradingVecEnv(data, cfg, n); envs.reset()
         timed("gpurl TradingVecEnv", lambda: [envs.step(a) for a in acts])
 
@@ -260,7 +265,7 @@ def bench_collection(b: Bench) -> None:
         def naive_loop() -> None:
             for _ in range(steps): state["obs"] = naive.step(mlp(state["obs"]).argmax(-1))[0]
         b.measure("dqn collection", "naive env + MLP, eager", naive_loop, shape=shape, work=work, unit="env-steps/s",
-                  baseline=True)
+                  baseline=True, role="naive")
         del naive, state
         for head, flags in HEADS.items():
             for captured, k in ((False, 1), *(((True, 1), (True, 32)) if b.cuda else ())):
@@ -291,10 +296,10 @@ def bench_rainbow_update(b: Bench) -> None:
             step = learner.learn_step(rb, feats, batch)
             if not cfg.cuda_graph: return step
             return capture_graph(step, state=lambda: [*learner.state_tensors(), *rb.state_tensors()], device=b.device)
-        b.measure("rainbow learn step", "eager fp32", learn_step(config("eager", "fp32")), shape=shape, unit="us",
-                  baseline=True, inner=b.size(1, 5), repeats=b.size(5, 10), kernels=True)
+        b.measure("rainbow learn step", "eager", learn_step(config("eager", "fp32")), shape=shape, unit="us",
+                  precision="fp32", baseline=True, inner=b.size(1, 5), repeats=b.size(5, 10), kernels=True)
         for mode in (("captured", "compiled + captured") if b.cuda else ()):
-            auto = config(mode).precision_policy(b.device).name
+            auto = config(mode).precision_policy(b.device)
             for p in b.precisions(*PRECISIONS):
                 b.measure("rainbow learn step", mode, learn_step(config(mode, p)), shape=shape, unit="us", precision=p,
                           auto=auto, inner=20, repeats=30, warmup=5, kernels=True)
@@ -309,11 +314,12 @@ def bench_dqn(b: Bench) -> None:
         return tr.train_epoch, steps * tr.config.n_envs, tr.config
     step, work, cfg = epochs(b.size(10, 200), precision="fp32", cuda_graph=False)
     shape = dict(head=cfg.rainbow.head, n_envs=cfg.n_envs, batch=cfg.batch_size, window=cfg.env.window)
-    b.measure("dqn train epoch", "eager fp32", step, shape=shape, work=work, unit="env-steps/s", baseline=True, repeats=3)
+    b.measure("dqn train epoch", "eager", step, shape=shape, work=work, unit="env-steps/s", precision="fp32", baseline=True,
+              repeats=3)
     for p in (b.precisions(*PRECISIONS) if b.cuda else ()):
         step, work, cfg = epochs(4_000, precision=p)
         b.measure("dqn train epoch", "captured", step, shape=shape, work=work, unit="env-steps/s", precision=p,
-                  auto=cfg.rainbow.precision_policy(b.device, "auto").name, repeats=3)
+                  auto=cfg.rainbow.precision_policy(b.device, "auto"), repeats=3)
 
 @case("ppo")
 def bench_ppo(b: Bench) -> None:
@@ -323,13 +329,13 @@ def bench_ppo(b: Bench) -> None:
         eager = PpoTrainer(ppo_config(b, n_envs=n, cuda_graph=False, precision="fp32"), data)
         cfg = eager.config
         shape, work = dict(n_envs=n, n_steps=cfg.n_steps, window=cfg.env.window), cfg.batch_size * cfg.iterations_per_epoch
-        b.measure("ppo iteration", "eager fp32", eager.train_epoch, shape=shape, work=work, unit="env-steps/s",
-                  baseline=True, repeats=3)
+        b.measure("ppo iteration", "eager", eager.train_epoch, shape=shape, work=work, unit="env-steps/s",
+                  precision="fp32", baseline=True, repeats=3)
         del eager
         for p in (b.precisions(*PRECISIONS) if b.cuda else ()):
             tr = PpoTrainer(ppo_config(b, n_envs=n, precision=p), data)
             b.measure("ppo iteration", "captured", tr.train_epoch, shape=shape, work=work, unit="env-steps/s",
-                      precision=p, auto=tr.config.precision_policy(b.device, "auto").name, repeats=3)
+                      precision=p, auto=tr.config.precision_policy(b.device, "auto"), repeats=3)
             del tr
 
 # %% ../../nbs/apps/01_bench.ipynb #0632e108
@@ -353,73 +359,25 @@ def sequence_config(model: str, quick: bool = False):
     cfg = get_model(model).config(**changes)
     return cfg.replace(env=cfg.env.replace(window=window)) if window else cfg
 
-def _to(x, device):
-    "A (possibly nested) batch of tensors on `device`."
-    if isinstance(x, Tensor): return x.to(device)
-    if isinstance(x, dict): return {k: _to(v, device) for k, v in x.items()}
-    return type(x)(_to(v, device) for v in x) if isinstance(x, (list, tuple)) else x
-
 # %% ../../nbs/apps/01_bench.ipynb #7a724884
-def ncps_peer(b: Bench, cfg, split: FoldData) -> Callable[[], None] | None:
-    "ncps's eager train step of the same cell (CfC or LTC) and sizes: forward, MSE of the last state, backward, AdamW; None without ncps."
-    try: ncps = importlib.import_module("ncps.torch")
-    except ImportError: return None
-    cell = (ncps.CfC if cfg.algo == "cfc" else ncps.LTC)(split.n_features, cfg.units).to(b.device)
-    opt = torch.optim.AdamW(cell.parameters(), cfg.lr)
-    x = torch.randn(cfg.batch_size, cfg.env.window, split.n_features, device=b.device)
-    y = torch.randn(cfg.batch_size, cfg.units, device=b.device)
-    def step() -> None:
-        loss = (cell(x)[1] - y).square().mean(); loss.backward(); opt.step(); opt.zero_grad()
-    return step
-
-def tft_peer(b: Bench, cfg, split: FoldData) -> Callable[[], None] | None:
-    "pytorch-forecasting's TFT sized like `cfg` on the same inputs, its train step on one batch on the device; None without it."
-    try: ptf, metrics = (importlib.import_module(m) for m in ("pytorch_forecasting", "pytorch_forecasting.metrics"))
-    except ImportError: return None
-    H, W = cfg.forecast_horizon, cfg.env.window
-    rows = min(len(split.log_returns), 4 * cfg.batch_size + W + H)       # the step trains on one batch: its data set needs no more
-    x = split.features[:rows].cpu().numpy()
-    n_obs = x.shape[1] - len(CALENDAR_COLUMNS) * (H + 1)            # bar features, then the calendar of bars t..t+H
-    df = pd.DataFrame(x[:, :n_obs], columns=[f"o{i}" for i in range(n_obs)])
-    for i, c in enumerate(CALENDAR_COLUMNS): df[c] = x[:, n_obs + i]      # the bar's own calendar: the peer shifts it
-    r = split.log_returns[:rows].cpu().numpy()
-    df["y"], df["time_idx"], df["g"] = np.r_[0.0, r[:-1]].astype(np.float32), np.arange(len(df)), "a"
-    ds = ptf.TimeSeriesDataSet(df, time_idx="time_idx", target="y", group_ids=["g"], max_encoder_length=W,
-                               min_encoder_length=W, max_prediction_length=H, min_prediction_length=H,
-                               time_varying_known_reals=list(CALENDAR_COLUMNS),
-                               time_varying_unknown_reals=[f"o{i}" for i in range(n_obs)])
-    with warnings.catch_warnings():                                      # Lightning's advice on saving hyperparameters
-        warnings.simplefilter("ignore", UserWarning)
-        net = ptf.TemporalFusionTransformer.from_dataset(ds, hidden_size=cfg.hidden, hidden_continuous_size=cfg.hidden,
-                                                         attention_head_size=cfg.heads, dropout=cfg.dropout,
-                                                         loss=metrics.QuantileLoss(list(cfg.quantiles))).to(b.device)
-    xb, (yb, _) = _to(next(iter(ds.to_dataloader(train=True, batch_size=cfg.batch_size, num_workers=0))), b.device)
-    opt = torch.optim.AdamW(net.parameters(), cfg.lr)
-    def step() -> None:
-        loss = net.loss.loss(net(xb)["prediction"], yb).mean(); loss.backward()
-        nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm); opt.step(); opt.zero_grad()
-    return step
-
-PEERS = {"tft": ("pytorch-forecasting", tft_peer), "cfc": ("ncps", ncps_peer), "ltc": ("ncps", ncps_peer)}   # model: (peer, its step)
+PEERS = {"tft": ("pytorch-forecasting", tft_step), "cfc": ("ncps", ncps_step), "ltc": ("ncps", ncps_step)}   # model: (peer, its step builder)
 
 # %% ../../nbs/apps/01_bench.ipynb #6b9ddcc5
 def train_step_rows(b: Bench, model: str, cfg, split: FoldData, steps: int) -> None:
-    "A sequence model's train step (samples/s) at `cfg`: its peer (if it has one and it is installed) and gpurl eager fp32, then gpurl captured per precision."
+    "A sequence model's train step (samples/s) at `cfg`: its peer library at each of its settings (where it has one and it is installed), gpurl eager fp32, then gpurl captured per precision."
     make = lambda **changes: get_model(model).trainer(cfg.replace(steps_per_epoch=steps, **changes), split)
     shape = dict(batch=cfg.batch_size, window=cfg.env.window, features=split.n_features, width=cfg.width)
-    timed = functools.partial(b.measure, f"{model} train step", shape=shape, unit="samples/s", repeats=3)
-    peer, make_peer = PEERS.get(model, ("", None))
-    peer_step = make_peer(b, cfg, split) if make_peer is not None else None
-    missing = f"{peer} not installed: no peer measured" if peer and peer_step is None else ""
-    if peer_step is not None:
-        MixedPrecisionConfig(tf32=False).apply()                      # the peer in fp32 (the trainers set their own)
-        timed(f"{peer} eager fp32", peer_step, work=cfg.batch_size, baseline=True)
-    del peer_step                                                     # its memory is not counted in gpurl's peak
-    timed("gpurl eager fp32", make(cuda_graph=False, precision="fp32").train_epoch, work=steps * cfg.batch_size,
-          baseline=True, note=missing)
+    timed = functools.partial(b.measure, f"{model} train step", shape=shape, unit="samples/s", **b.peer_timing)
+    peer, peer_step = PEERS.get(model, ("", None))
+    missing = f"{peer} not installed: no peer measured" if peer and not installed(peer) else ""
+    if peer and not missing:
+        b.measure_peer(f"{model} train step", peer, lambda mode: peer_step(cfg, split, b.device, mode), shape=shape,
+                       work=cfg.batch_size, unit="samples/s", baseline=True)
+    timed("gpurl eager", make(cuda_graph=False, precision="fp32").train_epoch, work=steps * cfg.batch_size,
+          precision="fp32", baseline=True, note=missing)
     for p in (b.precisions(*PRECISIONS) if b.cuda else ()):
         timed("gpurl captured", make(precision=p).train_epoch, work=steps * cfg.batch_size, precision=p,
-              auto=cfg.precision_policy(b.device, "auto").name)
+              auto=cfg.precision_policy(b.device, "auto"))
 
 def bench_sequence_model(b: Bench, model: str) -> None:
     "A sequence model's train step (at each width of `WIDTH_SWEEPS` in a full run) and batch-1 latency (uncaptured vs predictor)."
@@ -433,7 +391,7 @@ def bench_sequence_model(b: Bench, model: str) -> None:
     lat = functools.partial(b.measure, f"{model} batch-1 latency", shape=dict(batch=1, window=cfg.env.window,
                             features=split.n_features, width=cfg.width), unit="us", inner=b.size(5, 100),
                             repeats=b.size(5, 10), kernels=True)
-    with torch.no_grad(): lat("uncaptured model fp32", lambda: net(x), baseline=True)
+    with torch.no_grad(): lat("uncaptured model", lambda: net(x), precision="fp32", baseline=True)
     for p in b.precisions("fp32", "bf16"):
         serve = tr.predictor(1, torch.bfloat16 if p == "bf16" else torch.float32)
         lat("predictor", lambda: serve(x), precision=p)
@@ -447,8 +405,7 @@ for _m in SEQUENCE_MODELS:
 def bench_ssd(b: Bench) -> None:
     "Mamba2's SSD scan, forward + backward (tokens/s): the recurrence (baseline) vs the chunked scan, eager and compiled, and mamba_ssm's Triton kernel."
     Bt, H, P, N, chunk = b.size((2, 2, 16, 16, 32), (8, 8, 64, 128, 256))
-    try: peer = importlib.import_module("mamba_ssm.ops.triton.ssd_combined").mamba_chunk_scan_combined if b.cuda else None
-    except ImportError: peer = None
+    peer = mamba_chunk_scan() if b.cuda else None
     MixedPrecisionConfig(tf32=True).apply()
     for T in b.size((128,), (1_024, 4_096, 16_384, 65_536)):
         g = torch.Generator(b.device).manual_seed(T)
@@ -462,16 +419,25 @@ def bench_ssd(b: Bench) -> None:
                     "chunked, eager": lambda *a: ssd_chunked(*a, chunk=chunk, compile=False),
                     "chunked, compiled": (lambda *a: ssd_chunked(*a, chunk=chunk, compile=True)) if b.cuda else None,
                     "mamba_ssm Triton kernel": (lambda *a: peer(*a, chunk, return_final_states=True)) if peer else None}
+        roles = {"recurrence": "naive", "mamba_ssm Triton kernel": "peer"}
         for variant, fn in variants.items():
             if fn is None: continue
+            timing = dict(repeats=b.size(3, 1)) if variant == "recurrence" else b.peer_timing
             b.measure("ssd forward + backward", variant, lambda: torch.autograd.backward(fn(*inputs)[0], gy),
                       shape=dict(batch=Bt, heads=H, headdim=P, d_state=N, steps=T), work=Bt * T, unit="tokens/s",
-                      baseline=variant in ("recurrence", "chunked, eager"), repeats=b.size(3, 1 if variant == "recurrence" else 3))
+                      baseline=variant in ("recurrence", "chunked, eager"), role=roles.get(variant, "gpurl"), **timing)
 
 # %% ../../nbs/apps/01_bench.ipynb #5c7896d3
+FRESH_INPUT_BYTES = 2**27   # the inputs a timed call cycles through fill 128 MB, past the GPU's L2 cache, where their size allows
+
+def fresh_inputs(x: Tensor, limit: int = 4_096) -> Callable[[], Tensor]:
+    "A function returning, call after call, one of several distinct copies of `x` in turn: no call reads the memory the previous call read."
+    pool = [x.clone() for _ in range(min(limit, max(2, math.ceil(FRESH_INPUT_BYTES / max(1, x.nbytes)))))]
+    return itertools.cycle(pool).__next__
+
 @case("ensemble")
 def bench_ensemble(b: Bench) -> None:
-    "K members' outputs for one batch (us a call): EnsembleRunner eager, captured with batched and (CUDA) fused layers (an input it reads in place, inputs it copies, and outputs written into a tensor of the caller's), torch.func vmap, vs the members one after another."
+    "K members' outputs for one batch (us a call), a fresh input each call: EnsembleRunner eager and captured (batched, fused, into out) against torch.func vmap at its best and the members one after another (naive)."
     try: runner_cls = importlib.import_module("gpurl.infer.ensemble").EnsembleRunner
     except (ImportError, AttributeError):
         raise SkipCase("gpurl.infer.ensemble.EnsembleRunner is not in this build: the case measures once it is") from None
@@ -480,23 +446,27 @@ def bench_ensemble(b: Bench) -> None:
         members = [nn.Sequential(*[m for i, o in zip(widths[:-1], widths[1:]) for m in (nn.Linear(i, o), nn.ReLU())][:-1])
                    .to(b.device).eval().requires_grad_(False) for _ in range(K)]
         x, shape = torch.randn(B, widths[0], device=b.device), dict(members=K, batch=B, widths=list(widths))
-        timed = functools.partial(b.measure, "ensemble forward", shape=shape, unit="us", inner=b.size(5, 20), repeats=b.size(5, 20))
-        params, buffers = torch.func.stack_module_state(members)
-        vmapped = torch.func.vmap(lambda p, q, x: torch.func.functional_call(members[0], (p, q), (x,)), in_dims=(0, 0, None))
-        MixedPrecisionConfig(tf32=False).apply()                              # the loop and vmap in fp32
-        timed("members one after another fp32", lambda: torch.stack([m(x) for m in members]), baseline=True)
-        timed("torch.func vmap fp32", lambda: vmapped(params, buffers, x))
+        fresh, calls = fresh_inputs(x), dict(inner=b.size(5, 20), **b.peer_timing)
+        timed = functools.partial(b.measure, "ensemble forward", shape=shape, unit="us", **calls)
+        MixedPrecisionConfig(tf32=False).apply()
+        def one_after_another() -> Tensor:
+            xi = fresh()
+            return torch.stack([m(xi) for m in members])
+        timed("members one after another", one_after_another, precision="fp32", baseline=True, role="naive")
+        def vmapped(compile_mode: str | None) -> Callable[[], Tensor]:
+            run = vmap_ensemble(members, compile_mode)
+            return lambda: run(fresh())
+        b.measure_peer("ensemble forward", "torch.func vmap", vmapped, shape=shape, unit="us", **calls)
         for p in b.precisions(*PRECISIONS):
             for captured, fused in (((False, None), (True, False), (True, None)) if b.cuda else ((False, None),)):
                 runner = runner_cls(members, p, cuda_graph=captured, fused=fused)
                 if captured and fused is None and not runner.fused: continue      # no Triton: the batched run is the runner's
                 how = "eager" if not captured else "captured" if runner.fused else "captured, batched layers"
-                timed(f"EnsembleRunner {how}", lambda: runner(x), precision=p)    # one input tensor: read in place once seen twice
-                if captured and fused is None:                                     # inputs that alternate: each copied in
-                    inputs = itertools.cycle((x.clone(), x.clone()))
-                    timed("EnsembleRunner captured, input copied", lambda: runner(next(inputs)), precision=p)
-                    out = torch.empty(K, B, widths[-1], device=b.device)          # out=: read and written in place, no clone
-                    timed("EnsembleRunner captured, into out", lambda: runner(x, out=out), precision=p)
+                timed(f"EnsembleRunner {how}", lambda: runner(fresh()), precision=p)
+                if captured and fused is None:
+                    out = torch.empty(K, B, widths[-1], device=b.device)          # out=: the outputs written into the caller's tensor
+                    timed("EnsembleRunner captured, into out", lambda: runner(fresh(), out=out), precision=p)
+                    timed("EnsembleRunner captured, one input read in place", lambda: runner(x), precision=p)
 
 # %% ../../nbs/apps/01_bench.ipynb #57ab4924
 @case("distributed")
@@ -551,9 +521,29 @@ def bench_metrics(b: Bench) -> None:
     p = torch.randint(-1, 2, (B, T), device=b.device, generator=g).float()
     trials, shape = sharpe_ratio(r[:64], 1.0), dict(series=B, bars=T)
     b.measure("validation metrics", "loop over the series", lambda: [validation_metrics_of(r[i], p[i], trials) for i in range(n_loop)],
-              shape=shape, work=n_loop, unit="series/s", baseline=True, repeats=3)
+              shape=shape, work=n_loop, unit="series/s", baseline=True, role="naive", repeats=3)
     b.measure("validation metrics", "batched", lambda: validation_metrics_of(r, p, trials), shape=shape, work=B,
               unit="series/s", repeats=b.size(5, 20))
+
+# %% ../../nbs/apps/01_bench.ipynb #0f721b73
+@case("default_run")
+def bench_default_run(b: Bench) -> None:
+    "gpurl_train with every default on the CPU, one intra-op thread (s): the whole command's CPU time and wall time."
+    if b.cuda: raise SkipCase("the default run's figure is the CPU's: measure it with --device cpu")
+    resource = importlib.import_module("resource")                            # Unix: the kernel's accounting of children
+    args = ["--device", "cpu", "--quiet", *(("--folds", "1", "--epochs", "1") if b.quick else ())]
+    cpu, wall = [], []
+    for _ in range(b.size(1, 3)):
+        with tempfile.TemporaryDirectory() as d:
+            before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+            subprocess.run([sys.executable, "-m", "gpurl.apps.cli", *args, "--out", f"{d}/run"], check=True,
+                           capture_output=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            wall.append(time.perf_counter() - t0)
+            cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    shape = dict(algo="dqn", threads=1, folds=1 if b.quick else "default", epochs=1 if b.quick else "default")
+    for name, secs in (("default run, CPU time", cpu), ("default run, wall time", wall)):
+        b.add(name, "gpurl_train, one intra-op thread", secs, shape=shape, baseline=True)
 
 # %% ../../nbs/apps/01_bench.ipynb #348497f4
 @case("amp_crossover", cpu=False)
@@ -569,7 +559,7 @@ def bench_amp_crossover(b: Bench) -> None:
             return run
         for p in ["tf32", *b.precisions("bf16")]:
             b.measure("mlp forward + backward", "3-layer MLP", step(p == "bf16"), shape=dict(width=w, batch=8192), unit="us",
-                      precision=p, auto=MixedPrecisionConfig.detect(b.device, width=w).name, baseline=p == "tf32",
+                      precision=p, auto=MixedPrecisionConfig.detect(b.device, width=w), baseline=p == "tf32",
                       warmup=5, repeats=30)
 
 # %% ../../nbs/apps/01_bench.ipynb #7264b884

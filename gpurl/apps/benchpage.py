@@ -15,8 +15,9 @@ from ..run.resolve import UsageError, run_console
 # %% auto #0
 __all__ = ['H200', 'FLOORS', 'SEED_MAP', 'load_records', 'Peaks', 'kernel_count', 'in_graph', 'launch_floor', 'env_step_floor',
            'ensemble_floor', 'mlp_step_floor', 'checkpoint_floor', 'metrics_floor', 'Floor', 'floor_of',
-           'floor_fraction', 'plot_floor_fractions', 'case_table', 'command', 'chart_path', 'benchmarks_markdown',
-           'render_benchmarks', 'gpurl_benchpage', 'Pick', 'SeedRow', 'page_name', 'resolve', 'seed_map_markdown']
+           'floor_fraction', 'plot_floor_fractions', 'case_table', 'command', 'chart_path', 'largest_duel',
+           'headline_table', 'benchmarks_markdown', 'render_benchmarks', 'gpurl_benchpage', 'Pick', 'SeedRow',
+           'page_name', 'resolve', 'seed_map_markdown']
 
 # %% ../../nbs/apps/02_benchpage.ipynb #172f458b
 def load_records(path: str | Path) -> Results:
@@ -200,15 +201,17 @@ def _percent(f: float | None) -> str:
     return f"{f:.0%}" if f >= 0.01 else f"{100 * f:.2g}%"
 
 def case_table(records: Sequence[Record]) -> str:
-    "A markdown table of one case's records: measurement, variant, shape, median, IQR, unit, speed-up, floor, fraction of it, peak memory, note."
-    rows = ["| measured | variant | shape | median | IQR | unit | x baseline | floor | of floor | peak MiB | note |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    "A markdown table of one case's records: measurement, variant, role, shape, median, IQR, unit, speed-up over the baseline and over the rival at the same precision, floor, fraction of it, peak memory, note."
+    rows = ["| measured | variant | role | shape | median | IQR | unit | x baseline | x same precision (against) | floor | of floor | "
+            "peak MiB | note |", "|" + "---|" * 13]
+    beside = Results(list(records))
     for r in records:
         iqr = f"{figure_text(r.spread[0])}-{figure_text(r.spread[1])}" if r.spread else ""
-        frac = floor_fraction(r)
-        rows.append(f"| {r.name} | {_variant(r)} | {shape_text(r.shape)} | {figure_text(r.median)} | {iqr} | {r.unit} | "
-                    f"{'' if r.ratio is None else f'{r.ratio:.2f}'} | {figure_text(floor_of(r))} | "
-                    f"{_percent(frac)} | {figure_text(r.peak_mib)} | {r.note} |")
+        rival = beside.rival(r) if r.median is not None else None
+        same = f"{r.speed / rival.speed:.2f} ({rival.variant})" if rival is not None else ""
+        rows.append(f"| {r.name} | {_variant(r)} | {r.role} | {shape_text(r.shape)} | {figure_text(r.median)} | {iqr} | {r.unit} | "
+                    f"{'' if r.ratio is None else f'{r.ratio:.2f}'} | {same} | {figure_text(floor_of(r))} | "
+                    f"{_percent(floor_fraction(r))} | {figure_text(r.peak_mib)} | {r.note} |")
     return "\n".join(rows)
 
 # %% ../../nbs/apps/02_benchpage.ipynb #bb36d0a0
@@ -220,12 +223,30 @@ def chart_path(stem: str, case: str) -> str:
     "Where the page's chart of `case` lies, relative to the page: benchmarks/<stem>_<case>.png."
     return f"benchmarks/{stem}_{case}.png"
 
+def largest_duel(records: Sequence[Record]) -> tuple[float, Record, Record] | None:
+    "The largest speed-up of a gpurl record (not a baseline) over its rival at the same precision (`Results.rival`) among `records` (one case's): (speed-up, gpurl's record, the rival's); None if none has a rival."
+    beside = Results(list(records))
+    duels = [(r.speed / rival.speed, r, rival) for r in records if r.role == "gpurl" and r.median is not None
+             and r.variant != r.baseline for rival in [beside.rival(r)] if rival is not None]
+    return max(duels, key=lambda d: d[0]) if duels else None
+
 def _largest(records: Sequence[Record]) -> str:
-    "A case's largest speed-up over its baseline, with what was measured: one table cell."
-    rs = [r for r in records if r.ratio is not None and r.variant != r.baseline]
-    if not rs: return "no speed-up measured"
-    r = max(rs, key=lambda r: r.ratio)
-    return f"{r.ratio:.2f}x: {r.name}, {_variant(r)} vs {r.baseline} ({shape_text(r.shape)})"
+    "A case's largest same-precision speed-up, with what was measured: one table cell."
+    duel = largest_duel(records)
+    if duel is None: return "no same-precision comparison measured"
+    x, r, rival = duel
+    return f"{x:.2f}x: {r.name}, {_variant(r)} vs {rival.variant} ({shape_text(r.shape)})"
+
+def headline_table(results: Results) -> str:
+    "A markdown table of each case's largest same-precision speed-up: what was measured, at which shape, gpurl's figure and its rival's."
+    rows = ["| case | measured | shape | gpurl | rival (same precision) | x rival |", "|---|---|---|---|---|---|"]
+    for c in results.cases():
+        duel = largest_duel([r for r in results.records if r.case == c])
+        if duel is None: rows.append(f"| {c} | no same-precision comparison measured | | | | |"); continue
+        x, r, rival = duel
+        rows.append(f"| {c} | {r.name} | {shape_text(r.shape)} | {_variant(r)}: {figure_text(r.median)} {r.unit} | "
+                    f"{rival.variant} ({rival.role}): {figure_text(rival.median)} | {x:.2f} |")
+    return "\n".join(rows)
 
 def benchmarks_markdown(results: Results, stem: str = "h200") -> list[str]:
     "The benchmarks page as markdown cells, a function of the records only: title, how it was made, a summary line per case, a section per case."
@@ -237,12 +258,15 @@ def benchmarks_markdown(results: Results, stem: str = "h200") -> list[str]:
              f"This page is written by `gpurl_benchpage {source} --out nbs` from the records `gpurl_bench --device cuda` saved "
              f"in `{source}` (`gpurl.apps.benchpage`; do not edit it by hand: run the suite, then that command). Each figure is the "
              f"median of the repeats, IQR their 25th-75th percentiles; *x baseline* is the speed over the row marked "
-             f"*baseline* with the same measurement and shape (above 1: faster); *auto* marks the precision "
+             f"*baseline* with the same measurement and shape (above 1: faster), whatever its precision; *x same precision* "
+             f"is the speed over the fastest peer library at the row's own precision, or over its baseline where no peer "
+             f"was measured and the baseline ran at that precision (a naive loop never counts): the figure the summary "
+             f"and the README quote. *role* says whose code ran: gpurl, a peer library, or a naive loop. *auto* marks the precision "
              f"`precision=\"auto\"` picks for that model on this GPU. The *floor* is what the GPU could do at best for "
              f"the same work (the section's text gives the arithmetic; `gpurl.apps.benchpage.FLOORS`), *of floor* the share of "
              f"the floor's speed reached. Peak MiB is the CUDA memory allocated while measuring, whatever else was alive "
              f"included.",
-             "## Summary\n\n| case | largest speed-up | command |\n|---|---|---|\n"
+             "## Summary\n\n| case | largest same-precision speed-up | command |\n|---|---|---|\n"
              + "\n".join(f"| {c} | {_largest(rs)} | `{command(c)}` |" for c, rs in by_case.items())
              + f"\n\nHow close each figure comes to its floor:\n\n![fraction of the floor per case]({chart_path(stem, 'floors')})"]
     for c, rs in by_case.items():
@@ -313,11 +337,16 @@ class Pick:
         return found[0]
 
     def text(self, results: Results) -> str:
-        "The figure as the map prints it: measurement, variant, the picked shape, median and unit, speed-up over the baseline."
+        "The figure as the map prints it: measurement, variant, the picked shape, median and unit, its speed-up over its rival (the fastest peer, or its own baseline, at the same precision; a speed-up across precisions labelled so, one over a naive loop left out), and how close it came to its hardware floor."
         r = self.find(results)
         at = f" at {shape_text(self.shape)}" if self.shape else ""
-        ratio = f", {figure_text(r.ratio)}x {r.baseline}" if r.ratio is not None and r.variant != r.baseline else ""
-        return f"{r.name}, {_variant(r)}{at}: {figure_text(r.median)} {r.unit}{ratio}"
+        rival, base = results.rival(r), next((s for s in results.records if s.variant == r.baseline and s.case == r.case), None)
+        if rival is not None: vs = f", {figure_text(r.speed / rival.speed)}x {rival.variant}"
+        elif r.ratio is None or r.variant == r.baseline: vs = ""
+        elif base is not None and base.role == "naive": vs = f" (no {r.precision + ' ' if r.precision else ''}peer measured beside it)"
+        else: vs = f" ({figure_text(r.ratio)}x {r.baseline}, across precisions)"
+        frac = floor_fraction(r)
+        return f"{r.name}, {_variant(r)}{at}: {figure_text(r.median)} {r.unit}{vs}" + (f"; {_percent(frac)} of its floor" if frac else "")
 
 @dataclass
 class SeedRow:
@@ -338,24 +367,24 @@ SEED_MAP: list[SeedRow] = [
             ("envs/02_replay", "rl/00_rainbow", "rl/01_learner", "rl/02_dqn"),
             ("gpurl.envs.replay.PrioritizedReplayBuffer", "gpurl.rl.rainbow.RainbowConfig", "gpurl.rl.rainbow.RainbowNetwork",
              "gpurl.rl.rainbow.cql_loss", "gpurl.rl.learner.RainbowLearner", "gpurl.rl.dqn.DqnTrainer"),
-            (Pick("dqn", "dqn train epoch", "captured bf16"),
-             Pick("rainbow_update", "rainbow learn step", "compiled + captured bf16", {"head": "iqn"}))),
+            (Pick("dqn", "dqn train epoch", "captured fp32"),
+             Pick("rainbow_update", "rainbow learn step", "compiled + captured fp32", {"head": "iqn"}))),
     SeedRow("PPO parity: bf16 auto-detect, real gradient accumulation, double-buffered folds",
             ("rl/03_ppo", "core/04_precision", "systems/01_pipeline", "train/02_walkforward"),
             ("gpurl.rl.ppo.PpoTrainer", "gpurl.rl.ppo.PpoConfig", "gpurl.core.precision.MixedPrecisionConfig",
              "gpurl.systems.pipeline.DoubleBufferedLoader", "gpurl.train.walkforward.train_walk_forward"),
-            (Pick("ppo", "ppo iteration", "captured bf16", {"n_envs": 65536}),)),
+            (Pick("ppo", "ppo iteration", "captured fp32", {"n_envs": 65536}),)),
     SeedRow("Liquid (CfC, LTC) and TLOB: evaluation without autograd graphs, real clipping and gradient norms",
             ("seq/00_supervised", "seq/02_liquid", "seq/03_ltc", "seq/04_tlob"),
             ("gpurl.seq.supervised.SupervisedTrainer", "gpurl.seq.liquid.CfC", "gpurl.seq.ltc.LTC", "gpurl.seq.tlob.TLOB"),
-            (Pick("cfc", "cfc train step", "gpurl captured bf16"), Pick("tlob", "tlob batch-1 latency", "predictor bf16")),
+            (Pick("cfc", "cfc train step", "gpurl captured fp32"), Pick("tlob", "tlob batch-1 latency", "predictor fp32")),
             "seq/00_supervised: 1,000 validation calls grow peak memory by 3.5 MB under `inference_mode`, 19,052 MB with the "
             "graphs kept (H200, 2026-12-01)"),
     SeedRow("Mamba2 with batch size scaled to the GPU's memory",
             ("seq/06_mamba2", "core/04_precision"),
             ("gpurl.seq.mamba2.Mamba2Net", "gpurl.seq.mamba2.ssd_chunked", "gpurl.core.device.auto_batch_size",
              "gpurl.seq.supervised.SupervisedTrainer.auto_batch_size"),
-            (Pick("mamba2", "mamba2 train step", "gpurl captured tf32"),),
+            (Pick("mamba2", "mamba2 train step", "gpurl captured fp32"),),
             "seq/06_mamba2: batches sized to simulated memory budgets at window 64 (2.17 MB a sample): 1,600 at 4 GB, 32,080 at "
             "80 GB, 56,552 at 141 GB"),
     SeedRow("Asynchronous best checkpoints from pinned memory",
@@ -382,13 +411,13 @@ SEED_MAP: list[SeedRow] = [
             ("infer/01_ensemble", "systems/02_fused"),
             ("gpurl.infer.ensemble.EnsembleRunner", "gpurl.systems.fused.FusedRun"),
             (Pick("ensemble", "ensemble forward", "EnsembleRunner captured fp32", {"members": 10, "batch": 1}),
-             Pick("ensemble", "ensemble forward", "EnsembleRunner captured bf16", {"members": 64}))),
+             Pick("ensemble", "ensemble forward", "EnsembleRunner captured fp32", {"members": 64}))),
     SeedRow("BF16 benchmarks: every figure beside its baseline in fp32, TF32 and bf16",
             ("apps/01_bench", "core/06_timing", "apps/02_benchpage"),
             ("gpurl.apps.bench.gpurl_bench", "gpurl.core.timing.Results", "gpurl.core.precision.BF16_MIN_WIDTH",
              "gpurl.apps.benchpage.render_benchmarks"),
             (Pick("amp_crossover", "mlp forward + backward", "3-layer MLP bf16", {"width": 4096}),
-             Pick("tft", "tft train step", "gpurl captured bf16", {"width": 128}))),
+             Pick("tft", "tft train step", "gpurl captured fp32", {"width": 128}))),
 ]
 
 # %% ../../nbs/apps/02_benchpage.ipynb #2f1d77df

@@ -115,7 +115,7 @@ def bench_portfolio_env(b: Bench) -> None:
             graph = captured.capture_steps(acts) if b.cuda else None
             for name, per, unit in (("portfolio env step", 1, "env-steps/s"), ("portfolio env asset-step", A, "asset-steps/s")):
                 timed = functools.partial(b.measure, name, shape=shape, unit=unit)
-                timed(FINRL_VARIANT, peer, work=K * per, baseline=True, note=note, host=True)   # a CPU peer: wall clock
+                timed(FINRL_VARIANT, peer, work=K * per, baseline=True, role="peer", note=note, host=True)   # a CPU peer: wall clock
                 timed("gpurl PortfolioEnv, eager", lambda: [eager.step(a) for a in acts], work=n * K * per, kernels=per == 1)
                 if graph is not None: timed(f"gpurl PortfolioEnv, CUDA graph of {K} steps", graph.replay, work=n * K * per, kernels=per == 1)
             del eager, captured, graph
@@ -150,9 +150,9 @@ def bench_portfolio_ppo(b: Bench) -> None:
         trainers = {(p, g): PortfolioPpoTrainer(cfg.replace(precision=p, cuda_graph=g), data) for p, g in variants}
         for name, per, unit in (("portfolio ppo train", 1, "env-steps/s"), ("portfolio ppo train asset-step", A, "asset-steps/s")):
             timed = functools.partial(b.measure, name, shape=shape, unit=unit, work=cfg.batch_size * per, repeats=3)
-            timed(SB3_PPO_VARIANT, sb3_ppo_epoch(data, cfg, b.device), baseline=True, note=f"SB3 MlpPolicy on {b.device.type}")
+            timed(SB3_PPO_VARIANT, sb3_ppo_epoch(data, cfg, b.device), baseline=True, role="peer", note=f"SB3 MlpPolicy on {b.device.type}")
             if b.cuda:                                       # SB3 advises the CPU for MLP policies: its best may be there
-                timed(f"{SB3_PPO_VARIANT}, on the CPU", sb3_ppo_epoch(cpu_data, cfg, "cpu"), host=True,
+                timed(f"{SB3_PPO_VARIANT}, on the CPU", sb3_ppo_epoch(cpu_data, cfg, "cpu"), host=True, role="peer",
                       note=f"SB3 MlpPolicy on cpu, {torch.get_num_threads()} threads")
             for (p, g), tr in trainers.items():
                 timed(f"gpurl portfolio PPO, {'CUDA graph' if g else 'eager'}", tr.train_epoch, precision=p)

@@ -5,6 +5,7 @@
 # %% ../../nbs/core/06_timing.ipynb #b5bd7642
 from __future__ import annotations
 import dataclasses, datetime, gc, json, time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -12,10 +13,11 @@ import numpy as np
 import torch
 from fastcore.basics import patch
 from .device import device_name
+from .precision import MixedPrecisionConfig
 
 # %% auto #0
-__all__ = ['PRECISIONS', 'CASES', 'time_calls', 'in_unit', 'Record', 'SkipCase', 'count_kernels', 'Bench', 'Case', 'case',
-           'figure_text', 'shape_text', 'measured_on', 'Results']
+__all__ = ['PRECISIONS', 'ROLES', 'PEER_MODES', 'CASES', 'time_calls', 'in_unit', 'Record', 'SkipCase', 'count_kernels', 'Bench',
+           'Case', 'case', 'figure_text', 'shape_text', 'measured_on', 'Results']
 
 # %% ../../nbs/core/06_timing.ipynb #fb79e225
 def time_calls(fn: Callable[[], object], device: torch.device | str = "cpu", *, repeats: int = 5, warmup: int = 1,
@@ -77,6 +79,8 @@ class Record:
     date: str = ""
     note: str = ""
     peak_mib: float | None = None  # CUDA: peak memory allocated while measuring (MiB), whatever was then alive included
+    role: str = "gpurl"            # gpurl; peer: another library at one of its settings; naive: a plain loop, never a headline
+    auto_rule: str = ""            # why precision='auto' picks what it picks here (the policy's reason), where the case says
 
     @property
     def speed(self) -> float:
@@ -85,6 +89,7 @@ class Record:
 
 # %% ../../nbs/core/06_timing.ipynb #54828ee4
 PRECISIONS = ("fp32", "tf32", "bf16")
+ROLES = ("gpurl", "peer", "naive")
 
 class SkipCase(Exception):
     "Raised by a case that cannot run here (no CUDA, a module not installed): the suite records why and goes on."
@@ -118,28 +123,83 @@ class Bench:
         "Wait for the device's queued work (nothing to wait for on the CPU)."
         if self.cuda: torch.cuda.synchronize(self.device)
 
+@patch(as_prop=True)
+def peer_timing(self: Bench) -> dict:
+    "The warm-up and repeats of both sides of a comparison with a peer library: 5 and 10 in a full run."
+    return dict(warmup=self.size(1, 5), repeats=self.size(3, 10))
+
 # %% ../../nbs/core/06_timing.ipynb #7c8fe044
 def _shape_key(shape: dict) -> str: return json.dumps(shape, sort_keys=True, default=str)
 
+def _check_role(role: str) -> None:
+    if role not in ROLES: raise ValueError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
+
 @patch
-def measure(self: Bench, name: str, variant: str, fn: Callable[[], object], *, shape: dict, work: float = 1.0,
-            unit: str = "s", precision: str | None = None, auto: str | None = None, baseline: bool = False,
-            kernels: bool = False, note: str = "", repeats: int = 5, **timing) -> Record:
-    "Time `fn` (`time_calls`, doing `work` units a call) and record it in `unit`; `auto`: the precision the model's `precision='auto'` picks here; `baseline`: what its group is compared with; `kernels`: count them (CUDA)."
-    if self.cuda: gc.collect(); torch.cuda.reset_peak_memory_stats(self.device)   # what died before this is not counted
-    secs = time_calls(fn, self.device, repeats=repeats, **timing)
-    peak = torch.cuda.max_memory_allocated(self.device) / 2**20 if self.cuda else None
+def add(self: Bench, name: str, variant: str, secs: Sequence[float], *, shape: dict, work: float = 1.0, unit: str = "s",
+        precision: str | None = None, auto: str | MixedPrecisionConfig | None = None, baseline: bool = False,
+        note: str = "", role: str = "gpurl", peak_mib: float | None = None) -> Record:
+    "Record seconds per call `secs` (one per repeat, doing `work` units a call) in `unit`; `auto`: the precision the model's `precision='auto'` picks here, or its policy (its reason is recorded); `baseline`: what its group is compared with; `role`: one of `ROLES`."
+    _check_role(role)
     q1, med, q3 = (float(np.percentile([in_unit(s, work, unit) for s in secs], q)) for q in (25, 50, 75))
-    if kernels and self.cuda: note = "; ".join(filter(None, [note, f"{count_kernels(fn)} kernels a call"]))
+    policy = auto if isinstance(auto, MixedPrecisionConfig) else None
+    auto = policy.name if policy is not None else auto
     rec = Record(self.case, name, f"{variant} {precision}" if precision else variant, dict(shape), med, sorted([q1, q3]),
                  unit, len(secs), precision, auto is not None and precision == auto,
-                 note=note, peak_mib=peak, **self.meta)
+                 note=note, peak_mib=peak_mib, role=role, auto_rule=policy.reason if policy is not None else "", **self.meta)
     key = (name, _shape_key(shape))
     if baseline and key not in self._baselines: self._baselines[key] = rec
     base = self._baselines.get(key)
     if base is not None: rec.baseline, rec.ratio = base.variant, rec.speed / base.speed
     self.records.append(rec)
     return rec
+
+@patch
+def measure(self: Bench, name: str, variant: str, fn: Callable[[], object], *, shape: dict, kernels: bool = False,
+            note: str = "", repeats: int = 5, warmup: int = 1, inner: int = 1, host: bool = False,
+            before: Callable[[], object] | None = None, after: Callable[[], object] | None = None, **record) -> Record:
+    "Time `fn` with `time_calls` (`repeats`, `warmup`, `inner`, `host`, `before`, `after`) and `add` its record (`record`: `add`'s keywords); `kernels`: count them (CUDA)."
+    _check_role(record.get("role", "gpurl"))                                   # before the timing, not after it
+    if self.cuda: gc.collect(); torch.cuda.reset_peak_memory_stats(self.device)   # what died before this is not counted
+    secs = time_calls(fn, self.device, repeats=repeats, warmup=warmup, inner=inner, host=host, before=before, after=after)
+    peak = torch.cuda.max_memory_allocated(self.device) / 2**20 if self.cuda else None
+    if kernels and self.cuda: note = "; ".join(filter(None, [note, f"{count_kernels(fn)} kernels a call"]))
+    return self.add(name, variant, secs, shape=shape, note=note, peak_mib=peak, **record)
+
+# %% ../../nbs/core/06_timing.ipynb #4c4fd229
+PEER_MODES = {"eager": None, "compiled": "default", "compiled, CUDA graphs": "reduce-overhead"}   # name: torch.compile mode
+
+def _precision_context(precision: str, device: torch.device):
+    "bf16 autocast (with its weight cache, as a peer's user runs it) for 'bf16', else nothing; TF32 switched by `precision`."
+    MixedPrecisionConfig.resolve(precision, device).apply()
+    return torch.autocast(device.type, dtype=torch.bfloat16) if precision == "bf16" else nullcontext()
+
+@patch
+def measure_peer(self: Bench, name: str, peer: str, make: Callable[[str | None], Callable[[], object]], *, shape: dict,
+                 modes: Sequence[str] = tuple(PEER_MODES), **kwargs) -> list[Record]:
+    "A peer library at each of its settings: the step `make(compile_mode)` builds (None: eager) timed per mode of `PEER_MODES` (compiled ones on CUDA) and precision of this run, with `peer_timing`; records of role 'peer'."
+    bad = [m for m in modes if m not in PEER_MODES]
+    if bad: raise ValueError(f"unknown peer mode {bad[0]!r}: use some of {', '.join(PEER_MODES)}")
+    recs = []
+    for mode in modes:
+        compile_mode = PEER_MODES[mode]
+        if compile_mode is not None and not self.cuda: continue
+        for p in self.precisions(*PRECISIONS):
+            if compile_mode is not None: torch.compiler.reset()
+            step = make(compile_mode)
+            def call(step=step, p=p) -> None:
+                with _precision_context(p, self.device): step()
+            t0 = time.perf_counter()
+            try: call(); self.sync()
+            except Exception as e:                                      # a peer's model that torch.compile cannot take
+                if compile_mode is None: raise
+                failed = Record(self.case, name, f"{peer} {mode} {p}", dict(shape), None, None, kwargs.get("unit", "s"), 0, p,
+                                note=f"failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}", role="peer", **self.meta)
+                self.records.append(failed); recs.append(failed)
+                continue
+            first = time.perf_counter() - t0
+            recs.append(self.measure(name, f"{peer} {mode}", call, shape=shape, precision=p, role="peer",
+                                     note=f"first call {first:.2f} s", **{**self.peer_timing, **kwargs}))
+    return recs
 
 # %% ../../nbs/core/06_timing.ipynb #2dc4b233
 @dataclass
@@ -202,12 +262,16 @@ class Results:
     def to_markdown(self) -> str:
         "One table row per record, the run's device, torch version and date above it."
         head = measured_on(self.records).split("; ")
-        rows = ["| case | measured | variant | shape | median | IQR | unit | x baseline | baseline | peak MiB | note |", "|" + "---|" * 11]
+        rows = ["| case | measured | variant | shape | median | IQR | unit | x baseline | baseline | x same precision | against | "
+                "peak MiB | note |", "|" + "---|" * 13]
         for r in self.records:
             iqr = f"{figure_text(r.spread[0])}-{figure_text(r.spread[1])}" if r.spread else ""
             ratio = f"{r.ratio:.2f}" if r.ratio is not None else ""
+            rival = self.rival(r) if r.median is not None else None
+            same = f"{r.speed / rival.speed:.2f} | {rival.variant}" if rival is not None else " | "
             rows.append(f"| {r.case} | {r.name} | {r.variant}{' (auto)' if r.auto else ''} | {shape_text(r.shape)} | "
-                        f"{figure_text(r.median)} | {iqr} | {r.unit} | {ratio} | {r.baseline or ''} | {figure_text(r.peak_mib)} | {r.note} |")
+                        f"{figure_text(r.median)} | {iqr} | {r.unit} | {ratio} | {r.baseline or ''} | {same} | "
+                        f"{figure_text(r.peak_mib)} | {r.note} |")
         return "\n".join([*(f"{h}\n" for h in head), *rows])
 
     def to_json(self) -> str:
@@ -224,6 +288,16 @@ class Results:
         return list(dict.fromkeys(r.case for r in self.records))
 
 # %% ../../nbs/core/06_timing.ipynb #6ffa3086
+@patch
+def rival(self: Results, r: Record) -> Record | None:
+    "What a headline compares `r` with: the fastest peer library beside it (same case, measurement, shape) at `r`'s precision where a peer ran there, else `r`'s baseline if that ran at `r`'s precision and is not a naive loop; None otherwise."
+    beside = [s for s in self.records if s is not r and s.median is not None
+              and (s.case, s.name, _shape_key(s.shape)) == (r.case, r.name, _shape_key(r.shape))]
+    peers = [s for s in beside if s.role == "peer"]
+    if peers: return max((s for s in peers if s.precision == r.precision), key=lambda s: s.speed, default=None)
+    base = next((s for s in beside if s.variant == r.baseline), None)
+    return base if base is not None and base.precision == r.precision and base.role == "gpurl" else None
+
 @patch
 def plot(self: Results):
     "A horizontal bar per record with a speed-up (baselines left out), log scale, one colour per case: the figure."
