@@ -198,19 +198,18 @@ def bench_checkpoint_loop(b: Bench) -> None:
     shape = dict(MB=round(26 * rows * 4096 / 1e6), epochs=epochs, steps_per_epoch=n_steps)
     named = {f"p{i}": p for i, p in enumerate(params)}
     with tempfile.TemporaryDirectory() as d, AsyncCheckpointer() as ck, closing(DcpWriter(b.cuda)) as dcp:
-        writers = {"no checkpoints": None,
-                   "a best checkpoint every epoch": lambda ep, metric: ck.submit(snapshot_model_to_pinned(
-                       named, {"kind": "best", "epoch": ep, "val_sharpe": metric}, ring=ring), f"{d}/loop_{{kind}}.safetensors"),
-                   f"{dcp.how} every epoch": lambda ep, metric: dcp.save(named, f"{d}/loop_dcp")}
+        writers = {"no checkpoints": ("gpurl", None),                                  # variant: (role, the epoch's checkpoint)
+                   "a best checkpoint every epoch": ("gpurl", lambda ep, metric: ck.submit(snapshot_model_to_pinned(
+                       named, {"kind": "best", "epoch": ep, "val_sharpe": metric}, ring=ring), f"{d}/loop_{{kind}}.safetensors")),
+                   f"{dcp.how} every epoch": ("peer", lambda ep, metric: dcp.save(named, f"{d}/loop_dcp"))}
         def loop(checkpoint: Callable[[int, float], object] | None) -> None:
             for ep in range(epochs):
                 for _ in range(n_steps): work()
                 metric = params[0][0, 0].item()                             # the epoch's validation read
                 if checkpoint is not None: checkpoint(ep, metric)
-        for variant, write in writers.items():
+        for variant, (role, write) in writers.items():
             b.measure("training loop", variant, functools.partial(loop, write), shape=shape, work=epochs, unit="s",
-                      baseline=write is None, role="peer" if variant.startswith("DCP") else "gpurl", repeats=3,
-                      after=lambda: (ck.drain(), dcp.wait()))
+                      baseline=write is None, role=role, repeats=3, after=lambda: (ck.drain(), dcp.wait()))
 
 # %% ../../nbs/apps/01_bench.ipynb #b86e538b
 @case("env_step")

@@ -207,8 +207,8 @@ def case_table(records: Sequence[Record]) -> str:
     beside = Results(list(records))
     for r in records:
         iqr = f"{figure_text(r.spread[0])}-{figure_text(r.spread[1])}" if r.spread else ""
-        rival = beside.rival(r) if r.median is not None else None
-        same = f"{r.speed / rival.speed:.2f} ({rival.variant})" if rival is not None else ""
+        duel = beside.rival_ratio(r)
+        same = f"{duel[0]:.2f} ({duel[1].variant})" if duel is not None else ""
         rows.append(f"| {r.name} | {_variant(r)} | {r.role} | {shape_text(r.shape)} | {figure_text(r.median)} | {iqr} | {r.unit} | "
                     f"{'' if r.ratio is None else f'{r.ratio:.2f}'} | {same} | {figure_text(floor_of(r))} | "
                     f"{_percent(floor_fraction(r))} | {figure_text(r.peak_mib)} | {r.note} |")
@@ -226,8 +226,8 @@ def chart_path(stem: str, case: str) -> str:
 def largest_duel(records: Sequence[Record]) -> tuple[float, Record, Record] | None:
     "The largest speed-up of a gpurl record (not a baseline) over its rival at the same precision (`Results.rival`) among `records` (one case's): (speed-up, gpurl's record, the rival's); None if none has a rival."
     beside = Results(list(records))
-    duels = [(r.speed / rival.speed, r, rival) for r in records if r.role == "gpurl" and r.median is not None
-             and r.variant != r.baseline for rival in [beside.rival(r)] if rival is not None]
+    duels = [(d[0], r, d[1]) for r in records if r.role == "gpurl" and r.variant != r.baseline
+             for d in [beside.rival_ratio(r)] if d is not None]
     return max(duels, key=lambda d: d[0]) if duels else None
 
 def _largest(records: Sequence[Record]) -> str:
@@ -340,8 +340,8 @@ class Pick:
         "The figure as the map prints it: measurement, variant, the picked shape, median and unit, its speed-up over its rival (the fastest peer, or its own baseline, at the same precision; a speed-up across precisions labelled so, one over a naive loop left out), and how close it came to its hardware floor."
         r = self.find(results)
         at = f" at {shape_text(self.shape)}" if self.shape else ""
-        rival, base = results.rival(r), next((s for s in results.records if s.variant == r.baseline and s.case == r.case), None)
-        if rival is not None: vs = f", {figure_text(r.speed / rival.speed)}x {rival.variant}"
+        duel, base = results.rival_ratio(r), next((s for s in results.records if s.variant == r.baseline and s.case == r.case), None)
+        if duel is not None: vs = f", {figure_text(duel[0])}x {duel[1].variant}"
         elif r.ratio is None or r.variant == r.baseline: vs = ""
         elif base is not None and base.role == "naive": vs = f" (no {r.precision + ' ' if r.precision else ''}peer measured beside it)"
         else: vs = f" ({figure_text(r.ratio)}x {r.baseline}, across precisions)"

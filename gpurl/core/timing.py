@@ -168,10 +168,10 @@ def measure(self: Bench, name: str, variant: str, fn: Callable[[], object], *, s
 # %% ../../nbs/core/06_timing.ipynb #4c4fd229
 PEER_MODES = {"eager": None, "compiled": "default", "compiled, CUDA graphs": "reduce-overhead"}   # name: torch.compile mode
 
-def _precision_context(precision: str, device: torch.device):
-    "bf16 autocast (with its weight cache, as a peer's user runs it) for 'bf16', else nothing; TF32 switched by `precision`."
+def _peer_precision(precision: str, device: torch.device) -> Callable[[], object]:
+    "Switch TF32 as `precision` says, once; return the context a peer's step runs in: bf16 autocast (with its weight cache, as a peer's user runs it) for 'bf16', else nothing."
     MixedPrecisionConfig.resolve(precision, device).apply()
-    return torch.autocast(device.type, dtype=torch.bfloat16) if precision == "bf16" else nullcontext()
+    return (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if precision == "bf16" else nullcontext
 
 @patch
 def measure_peer(self: Bench, name: str, peer: str, make: Callable[[str | None], Callable[[], object]], *, shape: dict,
@@ -185,9 +185,9 @@ def measure_peer(self: Bench, name: str, peer: str, make: Callable[[str | None],
         if compile_mode is not None and not self.cuda: continue
         for p in self.precisions(*PRECISIONS):
             if compile_mode is not None: torch.compiler.reset()
-            step = make(compile_mode)
-            def call(step=step, p=p) -> None:
-                with _precision_context(p, self.device): step()
+            step, cast = make(compile_mode), _peer_precision(p, self.device)
+            def call(step=step, cast=cast) -> None:
+                with cast(): step()
             t0 = time.perf_counter()
             try: call(); self.sync()
             except Exception as e:                                      # a peer's model that torch.compile cannot take
@@ -267,8 +267,8 @@ class Results:
         for r in self.records:
             iqr = f"{figure_text(r.spread[0])}-{figure_text(r.spread[1])}" if r.spread else ""
             ratio = f"{r.ratio:.2f}" if r.ratio is not None else ""
-            rival = self.rival(r) if r.median is not None else None
-            same = f"{r.speed / rival.speed:.2f} | {rival.variant}" if rival is not None else " | "
+            duel = self.rival_ratio(r)
+            same = f"{duel[0]:.2f} | {duel[1].variant}" if duel is not None else " | "
             rows.append(f"| {r.case} | {r.name} | {r.variant}{' (auto)' if r.auto else ''} | {shape_text(r.shape)} | "
                         f"{figure_text(r.median)} | {iqr} | {r.unit} | {ratio} | {r.baseline or ''} | {same} | "
                         f"{figure_text(r.peak_mib)} | {r.note} |")
@@ -297,6 +297,12 @@ def rival(self: Results, r: Record) -> Record | None:
     if peers: return max((s for s in peers if s.precision == r.precision), key=lambda s: s.speed, default=None)
     base = next((s for s in beside if s.variant == r.baseline), None)
     return base if base is not None and base.precision == r.precision and base.role == "gpurl" else None
+
+@patch
+def rival_ratio(self: Results, r: Record) -> tuple[float, Record] | None:
+    "`r`'s speed-up over its `rival` and that rival; None where `r` has no median or no rival."
+    rival = self.rival(r) if r.median is not None else None
+    return None if rival is None else (r.speed / rival.speed, rival)
 
 @patch
 def plot(self: Results):
