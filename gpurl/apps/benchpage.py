@@ -13,11 +13,11 @@ from ..core.timing import Record, Results, figure_text, in_unit, measured_on, sh
 from ..run.resolve import UsageError, run_console
 
 # %% auto #0
-__all__ = ['H200', 'FLOORS', 'SEED_MAP', 'load_records', 'Peaks', 'kernel_count', 'in_graph', 'launch_floor', 'env_step_floor',
-           'ensemble_floor', 'mlp_step_floor', 'checkpoint_floor', 'metrics_floor', 'Floor', 'floor_of',
-           'floor_fraction', 'plot_floor_fractions', 'case_table', 'command', 'chart_path', 'largest_duel',
-           'headline_table', 'benchmarks_markdown', 'render_benchmarks', 'gpurl_benchpage', 'Pick', 'SeedRow',
-           'page_name', 'resolve', 'seed_map_markdown']
+__all__ = ['H200', 'H100', 'PEAKS', 'FLOORS', 'SEED_MAP', 'load_records', 'Peaks', 'peaks_of', 'kernel_count', 'in_graph',
+           'launch_floor', 'env_step_floor', 'ensemble_floor', 'mlp_step_floor', 'checkpoint_floor', 'metrics_floor',
+           'Floor', 'floor_of', 'floor_fraction', 'plot_floor_fractions', 'case_table', 'command', 'chart_path',
+           'largest_duel', 'headline_table', 'benchmarks_markdown', 'render_benchmarks', 'gpurl_benchpage', 'Pick',
+           'SeedRow', 'page_name', 'resolve', 'seed_map_markdown']
 
 # %% ../../nbs/apps/02_benchpage.ipynb #172f458b
 def load_records(path: str | Path) -> Results:
@@ -50,6 +50,12 @@ class Peaks:
         return {"fp32": self.fp32_flop_s, "tf32": self.tf32_flop_s, "bf16": self.bf16_flop_s}[precision or "fp32"]
 
 H200 = Peaks()
+H100 = Peaks(hbm_bytes_s=3.0e12)   # the same tensor and CUDA cores as the H200; HBM3 at 3.35 TB/s, ~3.0 streamed
+PEAKS = {"H200": H200, "H100": H100}   # a GPU named in a record's device: the peaks its floors are computed from
+
+def peaks_of(device: str) -> Peaks | None:
+    "The peaks of the GPU `device` names (an H200 or H100), None for any other device."
+    return next((p for name, p in PEAKS.items() if name in device), None)
 
 def _bytes(precision: str | None) -> int: return 2 if precision == "bf16" else 4
 
@@ -160,13 +166,13 @@ FLOORS: dict[str, Floor] = {
                            mlp_step_floor),
 }
 
-def floor_of(r: Record, peaks: Peaks = H200) -> float | None:
-    "The floor of record `r` in its unit (None where not computed): only for records measured on the GPU `peaks` describes (an H200)."
-    fl = FLOORS.get(r.case)
-    if fl is None or fl.of is None or r.median is None or (peaks is H200 and "H200" not in r.device): return None
+def floor_of(r: Record, peaks: Peaks | None = None) -> float | None:
+    "The floor of record `r` in its unit from `peaks` (None: those of the GPU the record names, `peaks_of`); None where not computed or the device has no peaks."
+    fl, peaks = FLOORS.get(r.case), peaks or peaks_of(r.device)
+    if fl is None or fl.of is None or r.median is None or peaks is None: return None
     return fl.of(r, peaks)
 
-def floor_fraction(r: Record, peaks: Peaks = H200) -> float | None:
+def floor_fraction(r: Record, peaks: Peaks | None = None) -> float | None:
     "How close `r` came to its floor: its speed over the floor's speed (1: at the floor); None where no floor is computed."
     f = floor_of(r, peaks)
     if f is None: return None

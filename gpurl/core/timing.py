@@ -290,7 +290,8 @@ class Results:
 # %% ../../nbs/core/06_timing.ipynb #6ffa3086
 @patch
 def rival(self: Results, r: Record) -> Record | None:
-    "What a headline compares `r` with: the fastest peer library beside it (same case, measurement, shape) at `r`'s precision where a peer ran there, else `r`'s baseline if that ran at `r`'s precision and is not a naive loop; None otherwise."
+    "What a headline compares `r` with: the fastest peer library beside it (same case, measurement, shape) at `r`'s precision where a peer ran there, else `r`'s baseline if that ran at `r`'s precision and is not a naive loop; None for a peer's or naive row, a group's own baseline, and otherwise."
+    if r.role != "gpurl" or r.variant == r.baseline: return None                # only gpurl's contenders have headlines
     beside = [s for s in self.records if s is not r and s.median is not None
               and (s.case, s.name, _shape_key(s.shape)) == (r.case, r.name, _shape_key(r.shape))]
     peers = [s for s in beside if s.role == "peer"]
