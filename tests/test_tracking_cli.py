@@ -1,5 +1,6 @@
 """`gpurl_train --log tensorboard | mlflow` end to end on the CPU: each epoch's metrics.jsonl row, the settings and the
-report's plots read back with each tracker's own reader; bad --log / --log_dir input is one line, exit 2, nothing written."""
+report's plots read back with each tracker's own reader; a report that fails closes the tracked run as stopped; bad
+--log / --log_dir input is one line, exit 2, nothing written."""
 import json, os, subprocess
 from pathlib import Path
 
@@ -79,3 +80,21 @@ def test_bad_log_input(tmp_path, args, msg):
     err = r.stderr.strip()
     assert r.returncode == 2 and len(err.splitlines()) == 1 and err.startswith("gpurl_train: error: ") and msg in err, err
     assert sorted(os.listdir(tmp_path)) == ["afile"]                   # nothing written
+
+
+def test_failed_report_marks_the_tracked_run_stopped(tmp_path, tiny, monkeypatch):
+    "A report that fails after training closes the tracker as stopped (MLflow: KILLED), with every epoch's row sent, and raises."
+    from mlflow.tracking import MlflowClient
+    from gpurl.run.record import Run
+    from gpurl.run.resolve import resolve
+    from gpurl.run.runner import train
+    def full_disk(self): raise OSError("No space left on device")
+    monkeypatch.setattr(Run, "write_report", full_disk)
+    rc, data = resolve(algo="ppo", folds=2, train_bars=150, val_bars=50, test_bars=50, epochs=3, device="cpu",
+                       config=str(tiny), log="mlflow", log_dir=str(tmp_path / "ml"))
+    with pytest.raises(OSError, match="No space left"): train(rc, data, out=tmp_path / "run", progress=False, summary=False)
+    kept = json.loads((tmp_path / "run" / "tracking.json").read_text())
+    c = MlflowClient(tracking_uri=kept["mlflow_tracking_uri"])
+    assert c.get_run(kept["mlflow_run_id"]).info.status == "KILLED"
+    rows = [m for m in _rows(tmp_path / "run") if m["fold"] == 1]
+    assert [h.step for h in c.get_metric_history(kept["mlflow_run_id"], "fold1/val_sharpe")] == [m["epoch"] for m in rows] != []

@@ -105,24 +105,25 @@ def _execute(rc: RunConfig, data: RunData, run_dir: Path, completed: list[FoldRe
     threads = torch.get_num_threads()
     if torch.device(rc.device).type == "cpu" and "OMP_NUM_THREADS" not in os.environ: torch.set_num_threads(1)
     try:
-        factory = partial(trainer_cls, tcfg) if worker is None else data_parallel(trainer_cls, tcfg, worker)
-        wf = train_walk_forward(factory, sources, template if main else discard_checkpoint, device=rc.device,
-                                progress=epoch_bars, on_epoch_end=_epoch_writer(mf, tracker) if main else None,
-                                on_fold_end=on_fold_end if main else None, completed=completed,
-                                resume_state=resume_state, driver=DriverConfig.from_dict(rc.driver))
-    except BaseException:
-        if tracker is not None: tracker.close(ok=False)      # what the epochs sent is written; the run is marked stopped
+        try:
+            factory = partial(trainer_cls, tcfg) if worker is None else data_parallel(trainer_cls, tcfg, worker)
+            wf = train_walk_forward(factory, sources, template if main else discard_checkpoint, device=rc.device,
+                                    progress=epoch_bars, on_epoch_end=_epoch_writer(mf, tracker) if main else None,
+                                    on_fold_end=on_fold_end if main else None, completed=completed,
+                                    resume_state=resume_state, driver=DriverConfig.from_dict(rc.driver))
+        finally:
+            if mf is not None: mf.close()
+            bar.close(); torch.set_num_threads(threads)
+        if not main:
+            worker.barrier(); return load_run(run_dir)      # rank 0 writes results.json and the report meanwhile
+        write_json(run_dir / "results.json", _results(rc, load_run(run_dir), wf, data))
+        run = load_run(run_dir)
+        run.write_report()
+        if tracker is not None: tracker.log_images(sorted((run_dir / "plots").glob("*.png")))
+    except BaseException:      # training or the report failed: what the epochs sent is written, the run marked stopped
+        if tracker is not None: tracker.close(ok=False)
         raise
-    finally:
-        if mf is not None: mf.close()
-        bar.close(); torch.set_num_threads(threads)
-    if not main:
-        worker.barrier(); return load_run(run_dir)      # rank 0 writes results.json and the report meanwhile
-    write_json(run_dir / "results.json", _results(rc, load_run(run_dir), wf, data))
-    run = load_run(run_dir)
-    run.write_report()
-    if tracker is not None:
-        tracker.log_images(sorted((run_dir / "plots").glob("*.png"))); tracker.close()
+    if tracker is not None: tracker.close()
     if worker is not None: worker.barrier()
     return run
 
