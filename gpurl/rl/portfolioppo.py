@@ -37,6 +37,7 @@ class PortfolioPpoConfig(PpoSettings):
     lr: float = 1e-3
     n_steps: int = 64
     iterations_per_epoch: int = 8      # a weak signal's tilt grows with PPO iterations: learning is sample-limited
+    num_minibatches: int = 2           # larger minibatches: one portfolio reward a sample makes small-batch gradients noisy
     hidden: int = 16                   # width of the shared per-asset encoder, the context and the heads
     init_concentration: float = 1.0    # Dirichlet precision kappa per component at init (long_only); learnt
     init_log_std: float = -0.5         # Gaussian log-std of the pre-squash scores at init (long_short); learnt
