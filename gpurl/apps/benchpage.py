@@ -232,8 +232,7 @@ def chart_path(stem: str, case: str) -> str:
 def largest_duel(records: Sequence[Record]) -> tuple[float, Record, Record] | None:
     "The largest speed-up of a gpurl record (not a baseline) over its rival at the same precision (`Results.rival`) among `records` (one case's): (speed-up, gpurl's record, the rival's); None if none has a rival."
     beside = Results(list(records))
-    duels = [(d[0], r, d[1]) for r in records if r.role == "gpurl" and r.variant != r.baseline
-             for d in [beside.rival_ratio(r)] if d is not None]
+    duels = [(d[0], r, d[1]) for r in records for d in [beside.rival_ratio(r)] if d is not None]
     return max(duels, key=lambda d: d[0]) if duels else None
 
 def _largest(records: Sequence[Record]) -> str:
@@ -346,7 +345,7 @@ class Pick:
         "The figure as the map prints it: measurement, variant, the picked shape, median and unit, its speed-up over its rival (the fastest peer, or its own baseline, at the same precision; a speed-up across precisions labelled so, one over a naive loop left out), and how close it came to its hardware floor."
         r = self.find(results)
         at = f" at {shape_text(self.shape)}" if self.shape else ""
-        duel, base = results.rival_ratio(r), next((s for s in results.records if s.variant == r.baseline and s.case == r.case), None)
+        duel, base = results.rival_ratio(r), results.baseline_of(r)
         if duel is not None: vs = f", {figure_text(duel[0])}x {duel[1].variant}"
         elif r.ratio is None or r.variant == r.baseline: vs = ""
         elif base is not None and base.role == "naive": vs = f" (no {r.precision + ' ' if r.precision else ''}peer measured beside it)"

@@ -28,9 +28,9 @@ def installed(peer: str) -> bool:
     except ModuleNotFoundError: return False                 # a parent package is missing
 
 # %% ../../nbs/apps/07_peers.ipynb #b7e7f6ac
-def _compiled(module: nn.Module, compile_mode: str | None) -> nn.Module:
-    "`module` as a peer's user runs it: itself (eager, `compile_mode` None) or `torch.compile(module, mode=compile_mode)`."
-    return module if compile_mode is None else torch.compile(module, mode=compile_mode)
+def _compiled(fn: Callable, compile_mode: str | None) -> Callable:
+    "A module or function as a peer's user runs it: itself (eager, `compile_mode` None) or `torch.compile(fn, mode=compile_mode)`."
+    return fn if compile_mode is None else torch.compile(fn, mode=compile_mode)
 
 def ncps_step(cfg, split: FoldData, device: torch.device | str, compile_mode: str | None = None) -> Callable[[], Tensor]:
     "ncps's train step of the cell `cfg` names (CfC or LTC) at its width, on a batch of `cfg`'s shape: forward, MSE of the final state, backward, AdamW; a call returns its loss."
@@ -92,7 +92,7 @@ def vmap_ensemble(members: Sequence[nn.Module], compile_mode: str | None = None)
     params, buffers = torch.func.stack_module_state(list(members))
     base = members[0]
     mapped = torch.func.vmap(lambda p, q, x: torch.func.functional_call(base, (p, q), (x,)), in_dims=(0, 0, None))
-    run = mapped if compile_mode is None else torch.compile(mapped, mode=compile_mode)
+    run = _compiled(mapped, compile_mode)
     return lambda x: run(params, buffers, x)
 
 # %% ../../nbs/apps/07_peers.ipynb #835e1853

@@ -289,6 +289,12 @@ class Results:
 
 # %% ../../nbs/core/06_timing.ipynb #6ffa3086
 @patch
+def baseline_of(self: Results, r: Record) -> Record | None:
+    "The record `r`'s speed-up is against: its baseline beside it (same case, measurement and shape); None if not among these records."
+    return next((s for s in self.records if s.variant == r.baseline and (s.case, s.name, _shape_key(s.shape)) ==
+                 (r.case, r.name, _shape_key(r.shape))), None)
+
+@patch
 def rival(self: Results, r: Record) -> Record | None:
     "What a headline compares `r` with: the fastest peer library beside it (same case, measurement, shape) at `r`'s precision where a peer ran there, else `r`'s baseline if that ran at `r`'s precision and is not a naive loop; None for a peer's or naive row, a group's own baseline, and otherwise."
     if r.role != "gpurl" or r.variant == r.baseline: return None                # only gpurl's contenders have headlines
@@ -296,8 +302,8 @@ def rival(self: Results, r: Record) -> Record | None:
               and (s.case, s.name, _shape_key(s.shape)) == (r.case, r.name, _shape_key(r.shape))]
     peers = [s for s in beside if s.role == "peer"]
     if peers: return max((s for s in peers if s.precision == r.precision), key=lambda s: s.speed, default=None)
-    base = next((s for s in beside if s.variant == r.baseline), None)
-    return base if base is not None and base.precision == r.precision and base.role == "gpurl" else None
+    base = self.baseline_of(r)
+    return base if base is not None and base.median is not None and base.precision == r.precision and base.role == "gpurl" else None
 
 @patch
 def rival_ratio(self: Results, r: Record) -> tuple[float, Record] | None:
