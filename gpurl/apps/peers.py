@@ -104,6 +104,8 @@ class DcpWriter:
         self.stager = (staging.DefaultStager(staging.StagingOptions(use_pinned_memory=cuda, use_shared_memory=False,
                                                                     use_async_staging=True, use_non_blocking_copy=cuda))
                        if hasattr(staging, "DefaultStager") else None)
+        if self.stager is not None:   # kept open across saves: torch 2.11's async_save closes a caller's stager after a save
+            self.close_stager, self.stager.close = self.stager.close, lambda: None
         self.pending = None
         for meant in ("torch.distributed is disabled", "Detected an existing checkpoint"):   # one process; a replaced file
             warnings.filterwarnings("ignore", meant, UserWarning)          # process-wide: DCP warns from its writer thread
@@ -131,7 +133,7 @@ class DcpWriter:
     def close(self) -> None:
         "Finish the last save and stop the stager's threads."
         self.wait()
-        if self.stager is not None: self.stager.close()
+        if self.stager is not None: self.close_stager()
 
 # %% ../../nbs/apps/07_peers.ipynb #36e8d1fa
 def mamba_chunk_scan() -> Callable | None:
