@@ -15,7 +15,8 @@ from ..data.bars import CALENDAR_COLUMNS
 from ..data.folds import FoldData
 
 # %% auto #0
-__all__ = ['PEER_MODULES', 'installed', 'ncps_step', 'tft_step', 'vmap_ensemble', 'DcpWriter', 'mamba_chunk_scan']
+__all__ = ['PEER_MODULES', 'STAGER_REUSABLE', 'installed', 'ncps_step', 'tft_step', 'vmap_ensemble', 'DcpWriter',
+           'mamba_chunk_scan']
 
 # %% ../../nbs/apps/07_peers.ipynb #bfad59fc
 PEER_MODULES = {"ncps": "ncps.torch", "pytorch-forecasting": "pytorch_forecasting", "torch.func": "torch.func",
@@ -96,19 +97,23 @@ def vmap_ensemble(members: Sequence[nn.Module], compile_mode: str | None = None)
     return lambda x: run(params, buffers, x)
 
 # %% ../../nbs/apps/07_peers.ipynb #835e1853
+STAGER_REUSABLE = torch.torch_version.__version__ >= (2, 14)   # before, a DefaultStager empties its copier after one staging
+
 class DcpWriter:
     "Checkpoints through `torch.distributed.checkpoint.async_save`, single process, with DCP's asynchronous stager where this torch has one."
     def __init__(self, cuda: bool):
         self.dcp = importlib.import_module("torch.distributed.checkpoint")
-        staging = importlib.import_module("torch.distributed.checkpoint.staging")
-        self.stager = (staging.DefaultStager(staging.StagingOptions(use_pinned_memory=cuda, use_shared_memory=False,
-                                                                    use_async_staging=True, use_non_blocking_copy=cuda))
-                       if hasattr(staging, "DefaultStager") else None)
-        if self.stager is not None:   # kept open across saves: torch 2.11's async_save closes a caller's stager after a save
-            self.close_stager, self.stager.close = self.stager.close, lambda: None
-        self.pending = None
+        self.staging, self.cuda = importlib.import_module("torch.distributed.checkpoint.staging"), cuda
+        self.stager, self.pending = self.new_stager(), None
         for meant in ("torch.distributed is disabled", "Detected an existing checkpoint"):   # one process; a replaced file
             warnings.filterwarnings("ignore", meant, UserWarning)          # process-wide: DCP warns from its writer thread
+
+    def new_stager(self):
+        "DCP's `DefaultStager` with asynchronous staging (on CUDA into pinned memory, copies non-blocking), or None where this torch has none."
+        s = self.staging
+        if not hasattr(s, "DefaultStager"): return None
+        return s.DefaultStager(s.StagingOptions(use_pinned_memory=self.cuda, use_shared_memory=False,
+                                                use_async_staging=True, use_non_blocking_copy=self.cuda))
 
     @property
     def how(self) -> str:
@@ -129,11 +134,12 @@ class DcpWriter:
         if self.pending is None: return
         done = getattr(self.pending, "upload_completion", self.pending)     # AsyncSaveResponse, or a plain Future
         done.result(); self.pending = None
+        if self.stager is not None and not STAGER_REUSABLE: self.stager.close(); self.stager = self.new_stager()
 
     def close(self) -> None:
         "Finish the last save and stop the stager's threads."
         self.wait()
-        if self.stager is not None: self.close_stager()
+        if self.stager is not None: self.stager.close()
 
 # %% ../../nbs/apps/07_peers.ipynb #36e8d1fa
 def mamba_chunk_scan() -> Callable | None:
