@@ -288,18 +288,20 @@ class Results:
         return list(dict.fromkeys(r.case for r in self.records))
 
 # %% ../../nbs/core/06_timing.ipynb #6ffa3086
+def _group(r: Record) -> tuple[str, str, str]:
+    "The records `r` is compared with share this: case, measurement and shape."
+    return r.case, r.name, _shape_key(r.shape)
+
 @patch
 def baseline_of(self: Results, r: Record) -> Record | None:
     "The record `r`'s speed-up is against: its baseline beside it (same case, measurement and shape); None if not among these records."
-    return next((s for s in self.records if s.variant == r.baseline and (s.case, s.name, _shape_key(s.shape)) ==
-                 (r.case, r.name, _shape_key(r.shape))), None)
+    return next((s for s in self.records if s.variant == r.baseline and _group(s) == _group(r)), None)
 
 @patch
 def rival(self: Results, r: Record) -> Record | None:
     "What a headline compares `r` with: the fastest peer library beside it (same case, measurement, shape) at `r`'s precision where a peer ran there, else `r`'s baseline if that ran at `r`'s precision and is not a naive loop; None for a peer's or naive row, a group's own baseline, and otherwise."
     if r.role != "gpurl" or r.variant == r.baseline: return None                # only gpurl's contenders have headlines
-    beside = [s for s in self.records if s is not r and s.median is not None
-              and (s.case, s.name, _shape_key(s.shape)) == (r.case, r.name, _shape_key(r.shape))]
+    beside = [s for s in self.records if s is not r and s.median is not None and _group(s) == _group(r)]
     peers = [s for s in beside if s.role == "peer"]
     if peers: return max((s for s in peers if s.precision == r.precision), key=lambda s: s.speed, default=None)
     base = self.baseline_of(r)
