@@ -1,7 +1,7 @@
 """The docs home's seed map and the benchmarks page against what they describe: every public name the map lists
 imports, every notebook it links exists and is linked to its docs page, the README carries the map's current table, and the committed benchmarks
 page is exactly the page `gpurl_benchpage` writes from the committed records, and the README's CPU time is the committed CPU record."""
-import subprocess, sys
+import json, subprocess, sys
 from pathlib import Path
 
 import pytest
@@ -10,7 +10,7 @@ from _cli import script_env
 from _docsite import page_name
 
 from gpurl.core.timing import Results
-from gpurl.apps.benchpage import SEED_MAP, render_benchmarks, resolve, seed_map_markdown
+from gpurl.apps.benchpage import SEED_MAP, render_benchmarks, resolve, seed_map_markdown, unrecorded_speedups
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "nbs" / "benchmarks" / "h200.json"
@@ -52,3 +52,45 @@ def test_readme_cpu_figures_are_the_cpu_record():
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert f"it took {cpu.median:.0f} s of CPU time and {wall.median:.0f} s of wall time" in readme
     assert f"torch {cpu.torch.split('+')[0]}, {cpu.date}" in readme and "`gpurl_bench --device cpu --cases default_run`" in readme
+
+def all_records() -> Results:
+    "Every committed record: the GPU suite's, the portfolio cases' and the CPU run's."
+    return Results([r for p in sorted((ROOT / "nbs" / "benchmarks").glob("*.json")) for r in Results.load(p).records])
+
+def test_readme_speedups_are_recorded():
+    "Every speed-up the README quotes is a record's: over its baseline, or over its rival at the same precision."
+    assert unrecorded_speedups((ROOT / "README.md").read_text(), all_records()) == []
+
+def test_a_planted_unrecorded_speedup_fails():
+    readme = (ROOT / "README.md").read_text()
+    assert unrecorded_speedups(readme + "\nThe env steps 9,999x faster than anything.\n", all_records()) == ["9,999x"]
+
+# Speed-ups the notebooks quote from their own cells' runs, which no committed record holds yet. A figure that moves
+# into a record (or out of the prose) leaves this list; a new speed-up in a notebook's prose needs a record first.
+QUOTED_WITHOUT_RECORD = {
+    "apps/02_benchpage.ipynb": ["1,974x"],          # the example in the prose that describes the check
+    "core/04_precision.ipynb": ["1.44x", "1.33x", "1.26x", "1.10x", "0.97x"],
+    "envs/01_gymenv.ipynb": ["0.78x", "1.52x", "1.30x", "1.85x"],
+    "envs/02_replay.ipynb": ["1.96x", "1.83x", "0.91x", "1.36x", "1.36x", "0.94x", "10.7x", "2.50x", "2.57x", "0.97x", "5.9x", "4.3x"],
+    "rl/00_rainbow.ipynb": ["3.6x"],
+    "rl/02_dqn.ipynb": ["2.47x", "2.02x"],
+    "rl/04_portfolioppo.ipynb": ["0.52x", "0.52x"],
+    "seq/00_supervised.ipynb": ["5.8x"],
+    "seq/03_ltc.ipynb": ["13.7x", "3.75x"],
+    "seq/05_tft.ipynb": ["0.99x", "1.32x", "1.28x", "0.90x", "1.19x", "1.37x", "8.66x", "1.43x", "0.90x", "1.19x", "1.15x", "1.36x",
+                         "1.45x", "1.37x", "8.66x", "8.1x"],
+    "seq/06_mamba2.ipynb": ["0.63x", "0.69x", "1.14x", "1.11x", "0.67x", "1.96x", "1.52x", "0.71x", "0.65x", "0.58x", "4.93x"],
+}
+
+def notebook_prose(path: Path) -> str:
+    "The markdown cells of a notebook, joined."
+    return "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "markdown")
+
+@pytest.mark.parametrize("nb", sorted(str(p.relative_to(ROOT / "nbs")) for p in (ROOT / "nbs").rglob("*.ipynb")
+                                      if ".ipynb_checkpoints" not in p.parts))
+def test_notebook_speedups_are_recorded(nb):
+    "A notebook's prose quotes no speed-up without a record, beyond the listed figures of its own cells' runs."
+    found = unrecorded_speedups(notebook_prose(ROOT / "nbs" / nb), all_records())
+    assert found == QUOTED_WITHOUT_RECORD.get(nb, []), (
+        f"{nb}: speed-ups without a record: {found}; render the suite's figures from nbs/benchmarks/*.json "
+        f"(gpurl.apps.benchpage.records_table) or, for a figure of the notebook's own cells, update QUOTED_WITHOUT_RECORD")

@@ -72,16 +72,21 @@ def _bench_device(device: str | torch.device | None, quick: bool) -> torch.devic
 
 def run(cases: str | Sequence[str] | None = None, *, device: str | torch.device | None = None, quick: bool = False,
         variants: str | Sequence[str] | None = None, out: str | Path | None = None, progress: bool = True) -> Results:
-    "Run `cases` (default: all) on `device` at full or `quick` sizes, measuring the precision `variants` (default: all); `out`: save there."
+    "Run `cases` (default: all) on `device` at full or `quick` sizes, measuring the precision `variants` (default: all); `out`: save there, also what an interrupted run (Ctrl-C, SIGTERM) had measured."
     names, precs = _choose(cases, list(CASES), "cases"), _choose(variants, PRECISIONS, "variants")
     dev, threads = _bench_device(device, quick), torch.get_num_threads()
+    b = Bench(dev, quick, precs)
     if quick and dev.type == "cpu": torch.set_num_threads(1)
     try:
-        b = Bench(dev, quick, precs)
         with torch.cuda.device(dev) if b.cuda else nullcontext():
             for name in (bar := tqdm(names, desc="gpurl_bench", unit="case", disable=not progress)):
                 bar.set_postfix_str(name)
                 b.run_case(CASES[name])
+    except KeyboardInterrupt:
+        if out is not None and b.records:
+            Results(b.records).save(out)
+            print(f"gpurl_bench: interrupted in case {b.case!r}; the {len(b.records)} records measured so far are in {out}", file=sys.stderr)
+        raise
     finally: torch.set_num_threads(threads)
     res = Results(b.records)
     if out is not None: res.save(out)

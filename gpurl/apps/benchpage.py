@@ -13,11 +13,12 @@ from ..core.timing import Record, Results, figure_text, in_unit, measured_on, sh
 from ..run.resolve import UsageError, run_console
 
 # %% auto #0
-__all__ = ['H200', 'H100', 'PEAKS', 'FLOORS', 'SEED_MAP', 'load_records', 'Peaks', 'peaks_of', 'kernel_count', 'in_graph',
-           'launch_floor', 'env_step_floor', 'ensemble_floor', 'mlp_step_floor', 'checkpoint_floor', 'metrics_floor',
-           'Floor', 'floor_of', 'floor_fraction', 'plot_floor_fractions', 'case_table', 'command', 'chart_path',
-           'largest_duel', 'headline_table', 'benchmarks_markdown', 'render_benchmarks', 'gpurl_benchpage', 'Pick',
-           'SeedRow', 'page_name', 'resolve', 'seed_map_markdown']
+__all__ = ['H200', 'H100', 'PEAKS', 'FLOORS', 'SEED_MAP', 'SPEEDUP', 'load_records', 'Peaks', 'peaks_of', 'kernel_count',
+           'in_graph', 'launch_floor', 'env_step_floor', 'ensemble_floor', 'mlp_step_floor', 'checkpoint_floor',
+           'metrics_floor', 'Floor', 'floor_of', 'floor_fraction', 'plot_floor_fractions', 'case_table', 'command',
+           'chart_path', 'largest_duel', 'headline_table', 'benchmarks_markdown', 'render_benchmarks',
+           'gpurl_benchpage', 'Pick', 'SeedRow', 'page_name', 'resolve', 'seed_map_markdown', 'records_table',
+           'recorded_speedups', 'unrecorded_speedups', 'records_grid']
 
 # %% ../../nbs/apps/02_benchpage.ipynb #172f458b
 def load_records(path: str | Path) -> Results:
@@ -452,3 +453,41 @@ def seed_map_markdown(results: Results, rows: Sequence[SeedRow] = SEED_MAP) -> s
     return "\n".join(lines) + (f"\n\nFigures from the suite: `gpurl_bench --device cuda` on {measured_on(results.records)} "
                                 f"(every figure, its baseline and its floor: [Benchmarks](benchmarks.html)); the others quoted from the "
                                 f"results of the notebook named.")
+
+# %% ../../nbs/apps/02_benchpage.ipynb #c3800ab3
+def records_table(results: Results, case: str, names: Sequence[str] = ()) -> str:
+    "The records of `case` (only those measuring one of `names`, if given) as a notebook's results show them: where and when, the command, the page's table."
+    rs = [r for r in results.records if r.case == case and (not names or r.name in names)]
+    if not rs:
+        raise ValueError(f"no records of case {case!r}" + (f" measuring {', '.join(names)}" if names else "")
+                         + f": run `{command(case)}` and add its records to the file these were read from")
+    return f"{measured_on(rs)}; `{command(case)}`:\n\n{case_table(rs)}"
+
+SPEEDUP = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})*(?:\.\d+)?|\d+(?:\.\d+)?)x(?!\w)")   # "12.2x", "1,974x"
+
+def recorded_speedups(results: Results) -> list[float]:
+    "Every speed-up the records give: each record's over its baseline and each gpurl record's over its rival at the same precision."
+    duels = [results.rival_ratio(r) for r in results.records]
+    return [r.ratio for r in results.records if r.ratio is not None] + [d[0] for d in duels if d is not None]
+
+def unrecorded_speedups(text: str, results: Results) -> list[str]:
+    "The speed-ups quoted in `text` that no speed-up of `results` rounds to at the decimals shown."
+    known, missing = recorded_speedups(results), []
+    for m in SPEEDUP.finditer(text):
+        shown = m.group(1).replace(",", "")
+        half_step = 0.5 * 10.0 ** -len(shown.partition(".")[2])
+        if not any(abs(x - float(shown)) <= half_step * (1 + 1e-9) for x in known): missing.append(m.group(0))
+    return missing
+
+# %% ../../nbs/apps/02_benchpage.ipynb #54804a71
+def records_grid(results: Results, case: str, name: str) -> str:
+    "The records of `case` measuring `name` as a markdown grid: a row per variant, a column per shape (labelled by the shape's items that vary), each cell the median."
+    rs = [r for r in results.records if r.case == case and r.name == name]
+    if not rs: raise ValueError(f"no records of case {case!r} measuring {name!r}: run `{command(case)}` and add its records")
+    varying = [k for k in rs[0].shape if len({json.dumps(r.shape.get(k), sort_keys=True) for r in rs}) > 1]
+    label = lambda r: shape_text({k: r.shape.get(k) for k in varying}) or "median"
+    columns, rows = list(dict.fromkeys(map(label, rs))), list(dict.fromkeys(r.variant for r in rs))
+    cell = {(r.variant, label(r)): figure_text(r.median) for r in rs}
+    lines = [f"| {name} ({rs[0].unit}) | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    lines += [f"| {v} | " + " | ".join(cell.get((v, c), "") for c in columns) + " |" for v in rows]
+    return f"{measured_on(rs)}; `{command(case)}`:\n\n" + "\n".join(lines)
