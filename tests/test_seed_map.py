@@ -1,7 +1,7 @@
 """The docs home's seed map and the benchmarks page against what they describe: every public name the map lists
 imports, every notebook it links exists and is linked to its docs page, the README carries the map's current table, and the committed benchmarks
 page is exactly the page `gpurl_benchpage` writes from the committed records, and the README's CPU time is the committed CPU record."""
-import json, subprocess, sys
+import functools, json, subprocess, sys
 from pathlib import Path
 
 import pytest
@@ -10,7 +10,7 @@ from _cli import script_env
 from _docsite import page_name
 
 from gpurl.core.timing import Results
-from gpurl.apps.benchpage import SEED_MAP, render_benchmarks, resolve, seed_map_markdown, unrecorded_speedups
+from gpurl.apps.benchpage import SEED_MAP, recorded_speedups, render_benchmarks, resolve, seed_map_markdown, unrecorded_speedups
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "nbs" / "benchmarks" / "h200.json"
@@ -53,17 +53,18 @@ def test_readme_cpu_figures_are_the_cpu_record():
     assert f"it took {cpu.median:.0f} s of CPU time and {wall.median:.0f} s of wall time" in readme
     assert f"torch {cpu.torch.split('+')[0]}, {cpu.date}" in readme and "`gpurl_bench --device cpu --cases default_run`" in readme
 
-def all_records() -> Results:
-    "Every committed record: the GPU suite's, the portfolio cases' and the CPU run's."
-    return Results([r for p in sorted((ROOT / "nbs" / "benchmarks").glob("*.json")) for r in Results.load(p).records])
+@functools.cache
+def known_speedups() -> tuple[float, ...]:
+    "Every speed-up the committed records give: the GPU suite's, the portfolio cases' and the CPU run's."
+    return tuple(recorded_speedups(Results([r for p in sorted((ROOT / "nbs" / "benchmarks").glob("*.json")) for r in Results.load(p).records])))
 
 def test_readme_speedups_are_recorded():
     "Every speed-up the README quotes is a record's: over its baseline, or over its rival at the same precision."
-    assert unrecorded_speedups((ROOT / "README.md").read_text(), all_records()) == []
+    assert unrecorded_speedups((ROOT / "README.md").read_text(), known_speedups()) == []
 
 def test_a_planted_unrecorded_speedup_fails():
     readme = (ROOT / "README.md").read_text()
-    assert unrecorded_speedups(readme + "\nThe env steps 9,999x faster than anything.\n", all_records()) == ["9,999x"]
+    assert unrecorded_speedups(readme + "\nThe env steps 9,999x faster than anything.\n", known_speedups()) == ["9,999x"]
 
 # Speed-ups the notebooks quote from their own cells' runs, which no committed record holds yet. A figure that moves
 # into a record (or out of the prose) leaves this list; a new speed-up in a notebook's prose needs a record first.
@@ -90,7 +91,7 @@ def notebook_prose(path: Path) -> str:
                                       if ".ipynb_checkpoints" not in p.parts))
 def test_notebook_speedups_are_recorded(nb):
     "A notebook's prose quotes no speed-up without a record, beyond the listed figures of its own cells' runs."
-    found = unrecorded_speedups(notebook_prose(ROOT / "nbs" / nb), all_records())
+    found = unrecorded_speedups(notebook_prose(ROOT / "nbs" / nb), known_speedups())
     assert found == QUOTED_WITHOUT_RECORD.get(nb, []), (
         f"{nb}: speed-ups without a record: {found}; render the suite's figures from nbs/benchmarks/*.json "
         f"(gpurl.apps.benchpage.records_table) or, for a figure of the notebook's own cells, update QUOTED_WITHOUT_RECORD")

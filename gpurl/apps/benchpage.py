@@ -470,9 +470,9 @@ def recorded_speedups(results: Results) -> list[float]:
     duels = [results.rival_ratio(r) for r in results.records]
     return [r.ratio for r in results.records if r.ratio is not None] + [d[0] for d in duels if d is not None]
 
-def unrecorded_speedups(text: str, results: Results) -> list[str]:
-    "The speed-ups quoted in `text` that no speed-up of `results` rounds to at the decimals shown."
-    known, missing = recorded_speedups(results), []
+def unrecorded_speedups(text: str, known: Sequence[float]) -> list[str]:
+    "The speed-ups quoted in `text` that none of the `known` ones (`recorded_speedups` of the records) rounds to at the decimals shown."
+    missing = []
     for m in SPEEDUP.finditer(text):
         shown = m.group(1).replace(",", "")
         half_step = 0.5 * 10.0 ** -len(shown.partition(".")[2])
