@@ -1,5 +1,6 @@
 """The notebooks show the benchmark suite's figures through cells that render the committed records
-(`Markdown(records_table(Results.load("../benchmarks/h200.json"), "ppo"))`, or `records_grid`: `gpurl.apps.benchpage`); a rerun of the
+(`Markdown(records_table(Results.load("../benchmarks/h200.json"), "ppo"))`, or `records_grid`, `precision_table`:
+`gpurl.apps.benchpage`); a rerun of the
 suite changes the records and leaves those cells' stored outputs behind. `python tools/render_records.py` lists the
 cells whose stored output is not what the records render now and exits 1; `--fix` stores the current rendering (only
 those cells run, nothing else in the notebook)."""
@@ -10,10 +11,11 @@ from pathlib import Path
 from fastcore.xtras import globtastic
 from IPython.display import Markdown
 
-from gpurl.apps.benchpage import records_grid, records_table
+from gpurl.apps.benchpage import precision_table, records_grid, records_table
 from gpurl.core.timing import Results
 
 ROOT = Path(__file__).resolve().parents[1]
+RENDERERS = {"records_table": records_table, "records_grid": records_grid, "precision_table": precision_table}
 
 def notebooks() -> list[Path]:
     "The notebooks under nbs/ and its subfolders, as nbdev finds them."
@@ -24,8 +26,8 @@ def last_line(cell: dict) -> str:
     return next((l for l in reversed("".join(cell["source"]).splitlines()) if l.strip() and not l.startswith("#|")), "")
 
 def is_record_cell(cell: dict) -> bool:
-    "A code cell that shows records: its last line is `Markdown(records_table(...))` or `Markdown(records_grid(...))`."
-    return cell["cell_type"] == "code" and last_line(cell).startswith(("Markdown(records_table(", "Markdown(records_grid("))
+    "A code cell that shows records: its last line is `Markdown(f(...))` for f one of `RENDERERS`."
+    return cell["cell_type"] == "code" and last_line(cell).startswith(tuple(f"Markdown({f}(" for f in RENDERERS))
 
 @contextmanager
 def working_dir(path: Path):
@@ -37,8 +39,7 @@ def working_dir(path: Path):
 def rendered(cell: dict, folder: Path) -> str:
     "The markdown a record cell's last line renders, evaluated in the notebook's `folder`."
     with working_dir(folder):
-        return eval(last_line(cell), {"Markdown": Markdown, "Results": Results, "records_table": records_table,
-                                       "records_grid": records_grid}).data
+        return eval(last_line(cell), {"Markdown": Markdown, "Results": Results, **RENDERERS}).data
 
 def stored(cell: dict) -> str:
     "The markdown a cell's stored output shows ('' if none)."

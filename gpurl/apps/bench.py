@@ -36,17 +36,18 @@ from ..infer.policy import get_model
 from ..run.rundir import RunData
 from ..systems.distributed import Worker, data_parallel
 from ..run.resolve import UsageError, run_console
-from .peers import DcpWriter, installed, mamba_chunk_scan, ncps_step, tft_step, vmap_ensemble
+from .peers import DcpWriter, NaiveBatchedEnv, installed, mamba_chunk_scan, ncps_step, tft_step, vmap_ensemble
 from .benchpanel import bench_portfolio_env, bench_portfolio_ppo   # registers the cases portfolio_env, portfolio_ppo
 _all_ = ["CASES", "case"]
 
 # %% auto #0
-__all__ = ['HEADS', 'SEQUENCE_MODELS', 'WIDTH_SWEEPS', 'PEERS', 'FRESH_INPUT_BYTES', 'run', 'synthetic_splits', 'NaiveBatchedEnv',
+__all__ = ['HEADS', 'SEQUENCE_MODELS', 'WIDTH_SWEEPS', 'PEERS', 'FRESH_INPUT_BYTES', 'HELD_OUT_SHAPES', 'run', 'synthetic_splits',
            'dqn_config', 'ppo_config', 'filled_replay', 'queue_gpu_work', 'bench_checkpoint', 'bench_checkpoint_loop',
-           'bench_env_step', 'bench_vec_env', 'bench_collection', 'bench_rainbow_update', 'bench_dqn', 'bench_ppo',
-           'sequence_config', 'train_step_rows', 'bench_sequence_model', 'bench_ssd', 'fresh_inputs', 'bench_ensemble',
-           'bench_distributed', 'bench_features', 'bench_lob_labels', 'validation_metrics_of', 'bench_metrics',
-           'bench_default_run', 'bench_amp_crossover', 'gpurl_bench', 'CASES', 'case']
+           'bench_env_step', 'bench_vec_env', 'bench_sb3_ppo', 'bench_collection', 'bench_rainbow_update', 'bench_dqn',
+           'bench_ppo', 'sequence_config', 'train_step_rows', 'bench_sequence_model', 'bench_ssd', 'fresh_inputs',
+           'bench_ensemble', 'bench_distributed', 'bench_features', 'bench_lob_labels', 'validation_metrics_of',
+           'bench_metrics', 'bench_default_run', 'time_mlp_precisions', 'bench_amp_crossover', 'gpurl_bench', 'CASES',
+           'case']
 
 # %% ../../nbs/apps/01_bench.ipynb #a44849b1
 def _choose(value: str | Sequence[str] | None, allowed: Sequence[str], flag: str) -> list[str]:
@@ -104,31 +105,6 @@ def synthetic_splits(rows: int, device: torch.device | str = "cpu", model: str =
     return splits_of(config if config is not None else spec.config(), data.features, data.log_returns, fold,
                      times=data.times, device=device)
 
-class NaiveBatchedEnv:
-    "The naive eager batched env (CleanRL style): windows gathered by advanced indexing every step, rewards recomputed, restarts by `torch.where`."
-    def __init__(self, data: FoldData, n_envs: int, window: int = 32, cost_bps: float = 1.0, seed: int = 0):
-        self.x, self.lr, self.n, self.W, self.T = data.features, data.log_returns, n_envs, window, len(data)
-        dev = self.x.device
-        self.g = torch.Generator(dev).manual_seed(seed)
-        self.levels, self.cost = torch.tensor([-1.0, 0.0, 1.0], device=dev), cost_bps * 1e-4
-        self.offsets = torch.arange(1 - window, 1, device=dev)
-        self.bar = torch.randint(window - 1, self.T - 1, (n_envs,), device=dev, generator=self.g)
-        self.pos = torch.ones(n_envs, dtype=torch.long, device=dev)          # flat
-
-    def obs(self) -> Tensor:
-        "Observations (n_envs, window * F + 1): the window's feature rows, then the held position."
-        w = self.x[self.bar[:, None] + self.offsets].reshape(self.n, -1)
-        return torch.cat([w, self.levels[self.pos][:, None]], 1)
-
-    def step(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        "Trade to the positions `actions` (0 short, 1 flat, 2 long): next observations, rewards, done."
-        new, old = self.levels[actions], self.levels[self.pos]
-        reward = new * self.lr[self.bar] - self.cost * (new - old).abs()
-        self.bar, self.pos = self.bar + 1, actions
-        done = self.bar >= self.T - 1
-        starts = torch.randint(self.W - 1, self.T - 1, (self.n,), device=self.x.device, generator=self.g)
-        self.bar, self.pos = torch.where(done, starts, self.bar), torch.where(done, torch.ones_like(self.pos), self.pos)
-        return self.obs(), reward, done
 
 # %% ../../nbs/apps/01_bench.ipynb #4abb303f
 HEADS = {"mlp": dict(use_iqn=False, use_distributional=False, use_dueling=False, use_noisy_nets=False),   # a plain DQN net
@@ -254,6 +230,30 @@ def bench_vec_env(b: Bench) -> None:
         envs = TradingVecEnv(data, cfg, n); envs.reset()
         timed("gpurl TradingVecEnv", lambda: [envs.step(a) for a in acts])
 
+# %% ../../nbs/apps/01_bench.ipynb #74bf20c1
+@case("sb3_ppo")
+def bench_sb3_ppo(b: Bench) -> None:
+    "SB3 PPO's learn (env-steps/s, collection and updates, on the CPU) through gym-anytrading's stocks-v0 (the peer), GymTradingEnv and TradingVecEnv at 1 and 16 envs."
+    if b.cuda: raise SkipCase("SB3 trains an MLP policy on the CPU: measure this case with --device cpu")
+    try:
+        ppo, dummy_vec_env = importlib.import_module("stable_baselines3").PPO, importlib.import_module("stable_baselines3.common.vec_env").DummyVecEnv
+        gymnasium, googl = importlib.import_module("gymnasium"), importlib.import_module("gym_anytrading.datasets").STOCKS_GOOGL
+    except ImportError: raise SkipCase("stable-baselines3 and gym-anytrading are not installed: pip install 'gpurl[peers]'") from None
+    W, rollout, steps = 30, b.size(64, 512), b.size(128, 4_096)
+    data, cfg = synthetic_splits(3_000).train, EnvConfig(window=W)
+    envs = {"gym-anytrading stocks-v0 (DummyVecEnv)": lambda: dummy_vec_env([lambda: gymnasium.make(
+                "stocks-v0", df=googl, window_size=W, frame_bound=(W, len(googl)))]),
+            "gpurl GymTradingEnv (DummyVecEnv)": lambda: dummy_vec_env([lambda: GymTradingEnv(data, cfg)]),
+            "gpurl TradingVecEnv, 1 env": lambda: TradingVecEnv(data, cfg, 1),
+            "gpurl TradingVecEnv, 16 envs": lambda: TradingVecEnv(data, cfg, 16)}
+    for i, (variant, make) in enumerate(envs.items()):
+        venv = make()
+        model = ppo("MlpPolicy", venv, n_steps=rollout // venv.num_envs, batch_size=64, seed=0, device="cpu")
+        b.measure("sb3 ppo learn", variant, lambda: model.learn(steps, reset_num_timesteps=False), shape=dict(window=W, rollout=rollout, steps=steps),
+                  work=steps, unit="env-steps/s", repeats=3, baseline=i == 0, role="peer" if i == 0 else "gpurl",
+                  note=f"SB3 MlpPolicy, {venv.num_envs} env{'s' if venv.num_envs > 1 else ''}")
+
+
 # %% ../../nbs/apps/01_bench.ipynb #4cc18acc
 @case("collection")
 def bench_collection(b: Bench) -> None:
@@ -353,7 +353,7 @@ SEQUENCE_MODELS = {   # model: (full-size, quick) config changes; "window" sets 
     "cfc": ({"window": 128}, {"window": 8}),
     "ltc": ({"window": 128}, {"window": 8}),
 }
-WIDTH_SWEEPS = {"tft": ("hidden", (16, 64, 128))}   # model: (field, values): full runs time the train step at each
+WIDTH_SWEEPS = {"tft": ("hidden", (16, 64, 128)), "mlp": ("hidden", ((256, 256), (4_096, 4_096)))}   # model: (field, values): full runs time the train step at each
 
 def sequence_config(model: str, quick: bool = False):
     "The benchmark config of a sequence model: its notebook's sizes, or small ones (batch 32) for a quick run."
@@ -550,21 +550,29 @@ def bench_default_run(b: Bench) -> None:
         b.add(name, "gpurl_train, one intra-op thread", secs, shape=shape, baseline=True)
 
 # %% ../../nbs/apps/01_bench.ipynb #348497f4
+HELD_OUT_SHAPES = [(w, 8_192) for w in (768, 1_280, 1_792, 2_560)] + [(64, 2**k) for k in (17, 19, 20, 21, 22)]   # (width, rows)
+
+def time_mlp_precisions(b: Bench, name: str, width: int, rows: int) -> None:
+    "Forward + backward of a 3-layer MLP of `width` on `rows` rows: TF32 (the baseline) vs bf16 autocast, the precision policy's pick marked."
+    net, x = nn.Sequential(*[nn.Linear(width, width) for _ in range(3)]).to(b.device), torch.randn(rows, width, device=b.device)
+    def step(bf16: bool) -> Callable[[], None]:
+        def run() -> None:
+            with torch.autocast(b.device.type, dtype=torch.bfloat16, enabled=bf16): loss = net(x).float().square().mean()
+            loss.backward()
+        return run
+    for p in ["tf32", *b.precisions("bf16")]:
+        b.measure(name, "3-layer MLP", step(p == "bf16"), shape=dict(width=width, batch=rows), unit="us", precision=p,
+                  auto=MixedPrecisionConfig.detect(b.device, width=width, rows=rows), baseline=p == "tf32", warmup=5, repeats=30)
+
 @case("amp_crossover", cpu=False)
 def bench_amp_crossover(b: Bench) -> None:
-    "Forward + backward of a 3-layer MLP (batch 8192) per width: TF32 (baseline) vs bf16 autocast, behind BF16_MIN_WIDTH."
+    "Forward + backward of a 3-layer MLP, TF32 (baseline) vs bf16 autocast: the widths (batch 8192) BF16_MIN_WIDTH was chosen on, then held-out widths and row counts neither rule was chosen on."
     MixedPrecisionConfig(tf32=True).apply()
-    for w in b.size((256, 2048), (256, 1024, 1536, 2048, 3072, 4096)):
-        net, x = nn.Sequential(*[nn.Linear(w, w) for _ in range(3)]).to(b.device), torch.randn(8192, w, device=b.device)
-        def step(bf16: bool) -> Callable[[], None]:
-            def run() -> None:
-                with torch.autocast(b.device.type, dtype=torch.bfloat16, enabled=bf16): loss = net(x).float().square().mean()
-                loss.backward()
-            return run
-        for p in ["tf32", *b.precisions("bf16")]:
-            b.measure("mlp forward + backward", "3-layer MLP", step(p == "bf16"), shape=dict(width=w, batch=8192), unit="us",
-                      precision=p, auto=MixedPrecisionConfig.detect(b.device, width=w), baseline=p == "tf32",
-                      warmup=5, repeats=30)
+    for w in b.size((256, 2048), (256, 1024, 1536, 2048, 3072, 4096)): time_mlp_precisions(b, "mlp forward + backward", w, 8_192)
+    for w, rows in b.size(HELD_OUT_SHAPES[:1], HELD_OUT_SHAPES):
+        time_mlp_precisions(b, "mlp forward + backward, held out", w, rows)
+        if b.cuda: torch.cuda.empty_cache()
+
 
 # %% ../../nbs/apps/01_bench.ipynb #7264b884
 @call_parse

@@ -16,9 +16,9 @@ from ..run.resolve import UsageError, run_console
 __all__ = ['H200', 'H100', 'PEAKS', 'FLOORS', 'SEED_MAP', 'SPEEDUP', 'load_records', 'Peaks', 'peaks_of', 'kernel_count',
            'in_graph', 'launch_floor', 'env_step_floor', 'ensemble_floor', 'mlp_step_floor', 'checkpoint_floor',
            'metrics_floor', 'Floor', 'floor_of', 'floor_fraction', 'plot_floor_fractions', 'case_table', 'command',
-           'chart_path', 'largest_duel', 'headline_table', 'benchmarks_markdown', 'render_benchmarks',
+           'records_device', 'chart_path', 'largest_duel', 'headline_table', 'benchmarks_markdown', 'render_benchmarks',
            'gpurl_benchpage', 'Pick', 'SeedRow', 'page_name', 'resolve', 'seed_map_markdown', 'records_table',
-           'recorded_speedups', 'unrecorded_speedups', 'records_grid']
+           'recorded_speedups', 'unrecorded_speedups', 'records_grid', 'precision_table']
 
 # %% ../../nbs/apps/02_benchpage.ipynb #172f458b
 def load_records(path: str | Path) -> Results:
@@ -222,9 +222,13 @@ def case_table(records: Sequence[Record]) -> str:
     return "\n".join(rows)
 
 # %% ../../nbs/apps/02_benchpage.ipynb #bb36d0a0
-def command(case: str) -> str:
-    "The command that measures `case` alone on the GPU."
-    return f"gpurl_bench --device cuda --cases {case}"
+def command(case: str, device: str = "cuda") -> str:
+    "The command that measures `case` alone on `device` (cuda: the GPU; cpu)."
+    return f"gpurl_bench --device {device} --cases {case}"
+
+def records_device(records: Sequence[Record]) -> str:
+    "The `--device` that measured `records`: cpu where each names a CPU (model and threads, as `device_name` writes it), else cuda."
+    return "cpu" if records and all(re.search(r", \d+ threads?$", r.device) for r in records) else "cuda"
 
 def chart_path(stem: str, case: str) -> str:
     "Where the page's chart of `case` lies, relative to the page: benchmarks/<stem>_<case>.png."
@@ -460,15 +464,16 @@ def records_table(results: Results, case: str, names: Sequence[str] = ()) -> str
     rs = [r for r in results.records if r.case == case and (not names or r.name in names)]
     if not rs:
         raise ValueError(f"no records of case {case!r}" + (f" measuring {', '.join(names)}" if names else "")
-                         + f": run `{command(case)}` and add its records to the file these were read from")
-    return f"{measured_on(rs)}; `{command(case)}`:\n\n{case_table(rs)}"
+                         + f": run `{command(case, records_device(results.records))}` and add its records to the file these were read from")
+    return f"{measured_on(rs)}; `{command(case, records_device(rs))}`:\n\n{case_table(rs)}"
 
 SPEEDUP = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})*(?:\.\d+)?|\d+(?:\.\d+)?)x(?!\w)")   # "12.2x", "1,974x"
 
 def recorded_speedups(results: Results) -> list[float]:
-    "Every speed-up the records give: each record's over its baseline and each gpurl record's over its rival at the same precision."
+    "Every speed-up the records give: each record's over its baseline, each gpurl record's over its rival at the same precision, and bf16's over TF32 of one implementation."
     duels = [results.rival_ratio(r) for r in results.records]
-    return [r.ratio for r in results.records if r.ratio is not None] + [d[0] for d in duels if d is not None]
+    return ([r.ratio for r in results.records if r.ratio is not None] + [d[0] for d in duels if d is not None]
+            + [g for g, *_ in results.precision_gains()])
 
 def unrecorded_speedups(text: str, known: Sequence[float]) -> list[str]:
     "The speed-ups quoted in `text` that none of the `known` ones (`recorded_speedups` of the records) rounds to at the decimals shown."
@@ -483,11 +488,24 @@ def unrecorded_speedups(text: str, known: Sequence[float]) -> list[str]:
 def records_grid(results: Results, case: str, name: str) -> str:
     "The records of `case` measuring `name` as a markdown grid: a row per variant, a column per shape (labelled by the shape's items that vary), each cell the median."
     rs = [r for r in results.records if r.case == case and r.name == name]
-    if not rs: raise ValueError(f"no records of case {case!r} measuring {name!r}: run `{command(case)}` and add its records")
+    if not rs: raise ValueError(f"no records of case {case!r} measuring {name!r}: run `{command(case, records_device(results.records))}` and add its records")
     varying = [k for k in rs[0].shape if len({json.dumps(r.shape.get(k), sort_keys=True) for r in rs}) > 1]
     label = lambda r: shape_text({k: r.shape.get(k) for k in varying}) or "median"
     columns, rows = list(dict.fromkeys(map(label, rs))), list(dict.fromkeys(r.variant for r in rs))
     cell = {(r.variant, label(r)): figure_text(r.median) for r in rs}
     lines = [f"| {name} ({rs[0].unit}) | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
     lines += [f"| {v} | " + " | ".join(cell.get((v, c), "") for c in columns) + " |" for v in rows]
-    return f"{measured_on(rs)}; `{command(case)}`:\n\n" + "\n".join(lines)
+    return f"{measured_on(rs)}; `{command(case, records_device(rs))}`:\n\n" + "\n".join(lines)
+
+# %% ../../nbs/apps/02_benchpage.ipynb #da45455e
+def precision_table(results: Results, cases: Sequence[str], of: str = "bf16", over: str = "tf32") -> str:
+    "For each gpurl implementation of `cases` timed at both precisions: the two medians and the speed-up of `of` over `over`, as a markdown table."
+    pairs = [(g, r, s) for g, r, s in results.precision_gains(of, over) if r.case in cases]
+    if not pairs: raise ValueError(f"no gpurl records of {', '.join(cases)} at both {of} and {over}: run `{command(','.join(cases), records_device(results.records))}`")
+    auto = lambda r: " (auto)" if r.auto else ""
+    lines = [f"| case | measured | implementation | shape | {over} | {of} | unit | {of} / {over} |", "|---" * 8 + "|"]
+    lines += [f"| {r.case} | {r.name} | {r.variant.removesuffix(' ' + of)} | {shape_text(r.shape)} | {figure_text(s.median)}{auto(s)} | "
+              f"{figure_text(r.median)}{auto(r)} | {r.unit} | {g:.2f} |" for g, r, s in pairs]
+    rs = [x for _, r, s in pairs for x in (r, s)]
+    return f"{measured_on(rs)}; `{command(','.join(cases), records_device(rs))}`:\n\n" + "\n".join(lines)
+

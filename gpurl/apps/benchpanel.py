@@ -143,7 +143,7 @@ def bench_portfolio_ppo(b: Bench) -> None:
     panel = synthetic_panel(T, A, seed=0)
     data = whole_panel(panel, b.device)
     cpu_data = whole_panel(panel, "cpu") if b.cuda else data                # SB3's CPU row, beside its CUDA row
-    for n in b.size((64,), (1_024, 4_096)):
+    for n in b.size((64,), (1_024, 4_096) if b.cuda else (64,)):          # the CPU trains at a CPU's size
         cfg = PortfolioPpoConfig(n_envs=n, iterations_per_epoch=1)
         shape = dict(n_envs=n, assets=A, n_steps=cfg.n_steps, minibatches=cfg.num_minibatches, update_epochs=cfg.update_epochs)
         variants = [("fp32", False)] + ([("fp32", True), ("tf32", True), ("bf16", True)] if b.cuda else [])

@@ -338,18 +338,29 @@ def save(self: Results, out: str | Path) -> Path:
     fig = self.plot(); fig.savefig(out / "ratios.png", dpi=120); plt.close(fig)
     return out
 
-@patch
-def auto_precision_gaps(self: Results, tolerance: float = 0.05) -> list[str]:
-    "Where the automatic precision is more than `tolerance` slower than the fastest precision measured beside it: one line each."
+def _by_implementation(records: Sequence[Record]) -> dict[tuple, list[Record]]:
+    "Timed records with a precision, grouped by case, measurement, implementation (the variant less its precision) and shape."
     groups: dict[tuple, list[Record]] = {}
-    for r in self.records:
+    for r in records:
         if r.precision and r.median is not None:
             impl = r.variant.removesuffix(f" {r.precision}")
             groups.setdefault((r.case, r.name, impl, _shape_key(r.shape)), []).append(r)
+    return groups
+
+@patch
+def auto_precision_gaps(self: Results, tolerance: float = 0.05) -> list[str]:
+    "Where the automatic precision is more than `tolerance` slower than the fastest precision measured beside it: one line each."
     gaps = []
-    for (case_, name, impl, _), rs in groups.items():
+    for (case_, name, impl, _), rs in _by_implementation(self.records).items():
         best, auto = max(rs, key=lambda r: r.speed), next((r for r in rs if r.auto), None)
         if auto is not None and best.speed > (1 + tolerance) * auto.speed:
             gaps.append(f"{case_}: {name}, {impl} ({shape_text(rs[0].shape)}): auto picks {auto.precision}, "
                         f"{best.speed / auto.speed - 1:.0%} slower than {best.precision}")
     return gaps
+
+@patch
+def precision_gains(self: Results, of: str = "bf16", over: str = "tf32") -> list[tuple[float, Record, Record]]:
+    "The speed-up of each gpurl record at precision `of` over the same implementation at `over` beside it (same case, measurement, shape), with the two records."
+    return [(r.speed / s.speed, r, s) for rs in _by_implementation(self.records).values()
+            for r in rs if r.role == "gpurl" and r.precision == of for s in rs if s.role == "gpurl" and s.precision == over]
+
