@@ -36,27 +36,19 @@ def test_source_links_point_at_their_definitions():
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def _render_tool():
-    "tools/render_records.py as a module."
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("render_records", ROOT / "tools" / "render_records.py")
-    mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
-    return mod
-
 def test_record_cells_show_the_committed_records():
     "Every cell that renders the suite's records stores what the committed records render now (tools/render_records.py)."
     import subprocess, sys
     r = subprocess.run([sys.executable, str(ROOT / "tools" / "render_records.py")], capture_output=True, text=True)
     assert r.returncode == 0, "stale record tables (run python tools/render_records.py --fix): " + r.stdout + r.stderr
 
-def test_a_stale_record_table_is_found_and_fixed(tmp_path):
-    tool = _render_tool()
+def test_a_stale_record_table_is_found_and_fixed(tmp_path, record_renderer):
     src = ROOT / "nbs" / "rl" / "03_ppo.ipynb"
     (tmp_path / "benchmarks").mkdir(); (tmp_path / "rl").mkdir()
     (tmp_path / "benchmarks" / "h200.json").write_text((ROOT / "nbs" / "benchmarks" / "h200.json").read_text())
     nb = json.loads(src.read_text())
-    cell = next(c for c in nb["cells"] if tool.is_record_cell(c))
+    cell = next(c for c in nb["cells"] if record_renderer.is_record_cell(c))
     cell["outputs"][0]["data"]["text/markdown"] = ["| a figure pasted by hand |\n"]
     copy = tmp_path / "rl" / "03_ppo.ipynb"; copy.write_text(json.dumps(nb))
-    assert tool.stale_cells(copy) == [cell["id"]]
-    assert tool.stale_cells(copy, fix=True) == [cell["id"]] and tool.stale_cells(copy) == []
+    assert record_renderer.stale_cells(copy) == [cell["id"]]
+    assert record_renderer.stale_cells(copy, fix=True) == [cell["id"]] and record_renderer.stale_cells(copy) == []

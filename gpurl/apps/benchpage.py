@@ -17,8 +17,8 @@ __all__ = ['H200', 'H100', 'PEAKS', 'FLOORS', 'SEED_MAP', 'SPEEDUP', 'load_recor
            'in_graph', 'launch_floor', 'env_step_floor', 'ensemble_floor', 'mlp_step_floor', 'checkpoint_floor',
            'metrics_floor', 'Floor', 'floor_of', 'floor_fraction', 'plot_floor_fractions', 'case_table', 'command',
            'records_device', 'chart_path', 'largest_duel', 'headline_table', 'benchmarks_markdown', 'render_benchmarks',
-           'gpurl_benchpage', 'Pick', 'SeedRow', 'page_name', 'resolve', 'seed_map_markdown', 'records_table',
-           'recorded_speedups', 'unrecorded_speedups', 'records_grid', 'precision_table']
+           'gpurl_benchpage', 'Pick', 'SeedRow', 'page_name', 'resolve', 'seed_map_markdown', 'measured_by',
+           'records_table', 'recorded_speedups', 'unrecorded_speedups', 'records_grid', 'precision_table']
 
 # %% ../../nbs/apps/02_benchpage.ipynb #172f458b
 def load_records(path: str | Path) -> Results:
@@ -459,13 +459,17 @@ def seed_map_markdown(results: Results, rows: Sequence[SeedRow] = SEED_MAP) -> s
                                 f"results of the notebook named.")
 
 # %% ../../nbs/apps/02_benchpage.ipynb #c3800ab3
+def measured_by(records: Sequence[Record], cases: str) -> str:
+    "The line above a notebook's table of `records`: where and when they were measured, and the command that measures `cases` again there."
+    return f"{measured_on(records)}; `{command(cases, records_device(records))}`"
+
 def records_table(results: Results, case: str, names: Sequence[str] = ()) -> str:
     "The records of `case` (only those measuring one of `names`, if given) as a notebook's results show them: where and when, the command, the page's table."
     rs = [r for r in results.records if r.case == case and (not names or r.name in names)]
     if not rs:
         raise ValueError(f"no records of case {case!r}" + (f" measuring {', '.join(names)}" if names else "")
                          + f": run `{command(case, records_device(results.records))}` and add its records to the file these were read from")
-    return f"{measured_on(rs)}; `{command(case, records_device(rs))}`:\n\n{case_table(rs)}"
+    return f"{measured_by(rs, case)}:\n\n{case_table(rs)}"
 
 SPEEDUP = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})*(?:\.\d+)?|\d+(?:\.\d+)?)x(?!\w)")   # "12.2x", "1,974x"
 
@@ -495,7 +499,7 @@ def records_grid(results: Results, case: str, name: str) -> str:
     cell = {(r.variant, label(r)): figure_text(r.median) for r in rs}
     lines = [f"| {name} ({rs[0].unit}) | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
     lines += [f"| {v} | " + " | ".join(cell.get((v, c), "") for c in columns) + " |" for v in rows]
-    return f"{measured_on(rs)}; `{command(case, records_device(rs))}`:\n\n" + "\n".join(lines)
+    return f"{measured_by(rs, case)}:\n\n" + "\n".join(lines)
 
 # %% ../../nbs/apps/02_benchpage.ipynb #da45455e
 def precision_table(results: Results, cases: Sequence[str], of: str = "bf16", over: str = "tf32") -> str:
@@ -506,6 +510,5 @@ def precision_table(results: Results, cases: Sequence[str], of: str = "bf16", ov
     lines = [f"| case | measured | implementation | shape | {over} | {of} | unit | {of} / {over} |", "|---" * 8 + "|"]
     lines += [f"| {r.case} | {r.name} | {r.variant.removesuffix(' ' + of)} | {shape_text(r.shape)} | {figure_text(s.median)}{auto(s)} | "
               f"{figure_text(r.median)}{auto(r)} | {r.unit} | {g:.2f} |" for g, r, s in pairs]
-    rs = [x for _, r, s in pairs for x in (r, s)]
-    return f"{measured_on(rs)}; `{command(','.join(cases), records_device(rs))}`:\n\n" + "\n".join(lines)
+    return f"{measured_by([x for _, r, s in pairs for x in (r, s)], ','.join(cases))}:\n\n" + "\n".join(lines)
 
